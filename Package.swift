@@ -1,0 +1,60 @@
+// swift-tools-version: 6.1
+// natter: a serverless chat node for local networks. Module map and reasons: docs/architecture.md.
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "natter",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "natter", targets: ["natter"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // libsodium, the only cryptography library natter uses. Only NatterCrypto imports it.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        // The Swift face of libsodium: identities, signatures, AEAD, sealed boxes, hashing, KDF, randomness.
+        .target(name: "NatterCrypto", dependencies: ["CSodium"], swiftSettings: strictSettings),
+        // Pure value types and rules: ids, the record envelope, its canonical codec, vector clocks, limits.
+        .target(name: "NatterModel", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
+        // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.
+        .target(
+            name: "NatterStore",
+            dependencies: ["NatterModel", "NatterCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strictSettings
+        ),
+        // The executable: command-line parsing and nothing else of substance.
+        .executableTarget(
+            name: "natter",
+            dependencies: [
+                "NatterStore", "NatterModel", "NatterCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "NatterModelTests",
+            dependencies: ["NatterModel", "NatterCrypto"],
+            resources: [],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterStoreTests",
+            dependencies: ["NatterStore", "NatterModel", "NatterCrypto", "natter"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

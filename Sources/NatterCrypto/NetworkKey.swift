@@ -1,0 +1,53 @@
+import CSodium
+
+/// The key that isolates a swarm: nodes with different network keys neither discover nor talk to each other.
+///
+/// It is 32 random bytes, or Argon2id of a passphrase with the fixed salt and cost below (documented in
+/// docs/protocol.md, so every implementation derives the same key), or the well-known default key that lets a
+/// newcomer chat with zero configuration. Only subkeys are used on the wire.
+public struct NetworkKey: Sendable, CustomStringConvertible {
+    /// The Argon2id salt: the 16 ASCII bytes `natter/v1/netkey`. Fixed so that every node derives the same key.
+    public static let passphraseSalt = Array("natter/v1/netkey".utf8)
+    /// Argon2id passes. Together with the memory cost, about a second on a small machine.
+    public static let passphraseOpsLimit: UInt64 = 3
+    /// Argon2id memory cost: 64 MiB.
+    public static let passphraseMemLimit: Int = 64 * 1024 * 1024
+
+    public let key: SymmetricKey
+    /// Whether this is the public default key (anyone can join).
+    public let isDefault: Bool
+
+    public init(key: SymmetricKey, isDefault: Bool = false) {
+        self.key = key
+        self.isDefault = isDefault
+    }
+
+    /// The public default network: BLAKE2b-256 of `natter/v1/default-network`.
+    public static let defaultNetwork = NetworkKey(
+        key: try! SymmetricKey(bytes: Blake2b.hash(Array("natter/v1/default-network".utf8), outputBytes: 32)),
+        isDefault: true)
+
+    /// A fresh random network key.
+    public static func generate() -> NetworkKey { NetworkKey(key: .generate()) }
+
+    /// The key for `passphrase` (Argon2id13, salt `passphraseSalt`, 3 passes, 64 MiB).
+    public static func fromPassphrase(_ passphrase: String) throws(CryptoError) -> NetworkKey {
+        Sodium.ready()
+        let password = Array(passphrase.utf8)
+        var failed = false
+        let secret = SecretBytes(count: SymmetricKey.byteCount) { out in
+            failed = crypto_pwhash(
+                out.u8, UInt64(SymmetricKey.byteCount), passphrase, UInt64(password.count), passphraseSalt,
+                passphraseOpsLimit, passphraseMemLimit, crypto_pwhash_alg_argon2id13()) != 0
+        }
+        guard !failed else { throw .passwordHashFailed }
+        return NetworkKey(key: SymmetricKey(secret: secret))
+    }
+
+    /// The pre-shared key of the link handshake.
+    public var handshakeKey: SymmetricKey { key.derive(purpose: "natrhand") }
+    /// The key that encrypts and authenticates discovery beacons.
+    public var beaconKey: SymmetricKey { key.derive(purpose: "natrbeac") }
+
+    public var description: String { isDefault ? "<default network key>" : "<network key>" }
+}

@@ -1,0 +1,6 @@
+import ArgumentParser
+
+@main
+struct Natter: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "natter")
+}
