@@ -1,0 +1,72 @@
+import Foundation
+import GRDB
+public import NatterModel
+
+/// One feed (an author's records in one conversation) as this node holds it.
+public struct FeedState: Equatable, Sendable {
+    public let conversation: ConversationID
+    public let author: AuthorID
+    /// Length of the contiguous chain held (records 1...stored).
+    public var stored: UInt64
+    /// Id of the record at `stored` (`.none` when empty).
+    public var storedHead: RecordID
+    /// Length of the applied prefix: records whose dependencies are applied, whose Lamport number is right and
+    /// that come before any fork. Always ≤ `stored`.
+    public var applied: UInt64
+    public var appliedHead: RecordID
+    /// Lamport number of the record at `applied` (0 when none).
+    public var appliedLamport: UInt64
+    /// The lowest sequence at which the author is known to have signed two different records; nothing from
+    /// here on is ever applied.
+    public var forkSequence: UInt64?
+    /// Why the record after `applied` can never be applied (it breaks a rule), if so.
+    public var stalledReason: String?
+
+    /// An empty feed.
+    public init(conversation: ConversationID, author: AuthorID) {
+        self.conversation = conversation
+        self.author = author
+        stored = 0
+        storedHead = .none
+        applied = 0
+        appliedHead = .none
+        appliedLamport = 0
+        forkSequence = nil
+        stalledReason = nil
+    }
+
+    init(row: Row) {
+        conversation = ConversationID(bytes: Array(row["conversation"] as Data))
+        author = AuthorID(bytes: Array(row["author"] as Data))
+        stored = UInt64(row["stored_sequence"] as Int64)
+        storedHead = RecordID(bytes: Array(row["stored_head"] as Data))
+        applied = UInt64(row["applied_sequence"] as Int64)
+        appliedHead = RecordID(bytes: Array(row["applied_head"] as Data))
+        appliedLamport = UInt64(row["applied_lamport"] as Int64)
+        forkSequence = (row["fork_sequence"] as Int64?).map(UInt64.init)
+        stalledReason = row["stalled_reason"]
+    }
+
+    static func fetchAll(_ db: Database, conversation: ConversationID?) throws -> [FeedState] {
+        if let conversation {
+            return try Row.fetchAll(
+                db, sql: "SELECT * FROM feed WHERE conversation = ? ORDER BY author",
+                arguments: [Data(conversation.bytes)]
+            ).map(FeedState.init(row:))
+        }
+        return try Row.fetchAll(db, sql: "SELECT * FROM feed ORDER BY conversation, author").map(FeedState.init(row:))
+    }
+
+    func save(_ db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO feed (conversation, author, stored_sequence, stored_head, applied_sequence,
+                    applied_head, applied_lamport, fork_sequence, stalled_reason)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            Data(conversation.bytes), Data(author.bytes), Int64(stored), Data(storedHead.bytes), Int64(applied),
+            Data(appliedHead.bytes), Int64(appliedLamport), forkSequence.map(Int64.init), stalledReason,
+        ])
+    }
+}

@@ -1,0 +1,288 @@
+import Foundation
+import GRDB
+import NatterModel
+
+/// Bounds of the store, each with its reason.
+public enum StoreLimits {
+    /// Contradicting records kept per feed. One pair proves a fork; a few more help diagnosis. Beyond this a
+    /// forking author could fill the disk, so further evidence is counted but not kept.
+    public static let forkEvidencePerFeedMax = 16
+}
+
+/// The work of one write transaction: chain checks and inserts, then the applied-prefix update for every
+/// conversation touched. Feed rows are cached for the transaction and written back once at the end.
+struct IngestSession {
+    private struct FeedKey: Hashable {
+        let conversation: ConversationID
+        let author: AuthorID
+    }
+
+    private struct Position: Hashable {
+        let conversation: ConversationID
+        let author: AuthorID
+        let sequence: UInt64
+    }
+
+    let db: Database
+    let receivedAtMillis: Int64
+    private var cache: [FeedKey: FeedState] = [:]
+    private var fullyLoaded: Set<ConversationID> = []
+    private var dirty: Set<FeedKey> = []
+    private var touched: [ConversationID: Set<AuthorID>] = [:]
+    private var needsRebuild: Set<ConversationID> = []
+    /// Headers of records inserted in this transaction, so applying them does not read them back.
+    private var fresh: [Position: (RecordHeader, RecordID)] = [:]
+
+    init(db: Database, receivedAtMillis: Int64) {
+        self.db = db
+        self.receivedAtMillis = receivedAtMillis
+    }
+
+    // MARK: - Feeds
+
+    private mutating func feed(_ key: FeedKey) throws -> FeedState {
+        if let cached = cache[key] { return cached }
+        let row = try Row.fetchOne(
+            db, sql: "SELECT * FROM feed WHERE conversation = ? AND author = ?",
+            arguments: [Data(key.conversation.bytes), Data(key.author.bytes)])
+        let state = row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
+        cache[key] = state
+        return state
+    }
+
+    private mutating func update(_ state: FeedState) {
+        let key = FeedKey(conversation: state.conversation, author: state.author)
+        cache[key] = state
+        dirty.insert(key)
+    }
+
+    /// Every feed of `conversation` (cached ones win over the database's, which may be older).
+    mutating func feeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
+        if !fullyLoaded.contains(conversation) {
+            for state in try FeedState.fetchAll(db, conversation: conversation) {
+                let key = FeedKey(conversation: conversation, author: state.author)
+                if cache[key] == nil { cache[key] = state }
+            }
+            fullyLoaded.insert(conversation)
+        }
+        var result = [AuthorID: FeedState]()
+        for (key, state) in cache where key.conversation == conversation { result[key.author] = state }
+        return result
+    }
+
+    // MARK: - Storing
+
+    /// Applies the chain rules to one verified record and stores it, as a feed record or as fork evidence.
+    mutating func store(_ record: NatterModel.Record) throws -> IngestOutcome {
+        let header = record.header
+        let key = FeedKey(conversation: header.conversation, author: header.author)
+        var state = try feed(key)
+        let sequence = header.sequence
+        if sequence <= state.stored {
+            if try recordID(at: Position(conversation: key.conversation, author: key.author, sequence: sequence))
+                == record.id
+            {
+                return .duplicate(record.id)
+            }
+            return try keepEvidence(record, state: &state, forkAt: sequence)
+        }
+        guard sequence == state.stored + 1 else {
+            return .outOfOrder(record.id, missingFrom: state.stored + 1)
+        }
+        guard header.previous == state.storedHead else {
+            // It names a different record at sequence - 1 than the one we hold: the author forked there.
+            return try keepEvidence(record, state: &state, forkAt: sequence - 1)
+        }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO record (id, conversation, author, sequence, kind, epoch, lamport, created_ms,
+                    received_ms, bytes)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            Data(record.id.bytes), Data(key.conversation.bytes), Data(key.author.bytes), Int64(sequence),
+            Int64(header.kind.rawValue), Data(header.epoch.bytes), Int64(header.lamport), header.createdAtMillis,
+            receivedAtMillis, Data(record.bytes),
+        ])
+        state.stored = sequence
+        state.storedHead = record.id
+        update(state)
+        touched[key.conversation, default: []].insert(key.author)
+        fresh[Position(conversation: key.conversation, author: key.author, sequence: sequence)] = (header, record.id)
+        return .stored(record.id)
+    }
+
+    private mutating func keepEvidence(_ record: NatterModel.Record, state: inout FeedState, forkAt fork: UInt64) throws
+        -> IngestOutcome
+    {
+        let header = record.header
+        let feedArguments: StatementArguments = [Data(header.conversation.bytes), Data(header.author.bytes)]
+        let known = try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM fork_evidence WHERE conversation = ? AND author = ? AND record_id = ?)",
+            arguments: feedArguments + [Data(record.id.bytes)]) ?? false
+        if known { return .duplicate(record.id) }
+        let held = try Int.fetchOne(
+            db, sql: "SELECT COUNT(*) FROM fork_evidence WHERE conversation = ? AND author = ?",
+            arguments: feedArguments) ?? 0
+        if held < StoreLimits.forkEvidencePerFeedMax {
+            try db.execute(
+                sql: """
+                    INSERT INTO fork_evidence (conversation, author, sequence, record_id, bytes, received_ms)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: feedArguments + [
+                    Int64(header.sequence), Data(record.id.bytes), Data(record.bytes), receivedAtMillis,
+                ])
+        }
+        let newFork = min(state.forkSequence ?? fork, fork)
+        if newFork != state.forkSequence {
+            state.forkSequence = newFork
+            update(state)
+            needsRebuild.insert(header.conversation)
+        }
+        return .forkEvidence(record.id, forkSequence: newFork)
+    }
+
+    private func recordID(at position: Position) throws -> RecordID? {
+        if let (_, id) = fresh[position] { return id }
+        return try Data.fetchOne(
+            db, sql: "SELECT id FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+            arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)]
+        ).map { RecordID(bytes: Array($0)) }
+    }
+
+    private func header(at position: Position) throws -> (RecordHeader, RecordID) {
+        if let cached = fresh[position] { return cached }
+        guard
+            let bytes = try Data.fetchOne(
+                db, sql: "SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+                arguments: [
+                    Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
+                ])
+        else { preconditionFailure("feed row claims a record that is not stored: \(position)") }
+        let record = try NatterModel.Record.decode(Array(bytes))
+        return (record.header, record.id)
+    }
+
+    private func lamport(at position: Position) throws -> UInt64 {
+        if let (header, _) = fresh[position] { return header.lamport }
+        let value = try Int64.fetchOne(
+            db, sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+            arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)])
+        guard let value else { preconditionFailure("applied record missing at \(position)") }
+        return UInt64(value)
+    }
+
+    // MARK: - Applying
+
+    /// Advances applied prefixes (rebuilding conversations where a fork appeared) and writes feed rows back.
+    /// Returns the newly applied records in apply order and the rebuilt conversations.
+    mutating func finish() throws -> (applied: [RecordID], rebuilt: [ConversationID]) {
+        var applied = [RecordID]()
+        let rebuilt = needsRebuild.sorted()
+        for conversation in rebuilt {
+            var all = try feeds(in: conversation)
+            for author in all.keys.sorted() {
+                all[author]!.applied = 0
+                all[author]!.appliedHead = .none
+                all[author]!.appliedLamport = 0
+                all[author]!.stalledReason = nil
+                update(all[author]!)
+            }
+            _ = try advance(conversation, candidates: Set(all.keys))
+        }
+        for conversation in touched.keys.sorted() where !needsRebuild.contains(conversation) {
+            applied += try advance(conversation, candidates: touched[conversation]!)
+        }
+        for key in dirty.sorted(by: { ($0.conversation, $0.author) < ($1.conversation, $1.author) }) {
+            try cache[key]!.save(db)
+        }
+        touched = [:]
+        needsRebuild = []
+        dirty = []
+        return (applied, rebuilt)
+    }
+
+    /// The applied-prefix fixpoint for one conversation, starting from the feeds in `candidates`: a record is
+    /// applied when its feed predecessor is, it comes before any fork, every dependency is applied (a dependency
+    /// reaching into a forked region counts up to the last record before the fork), and its Lamport number is
+    /// exactly one more than its largest dependency's (at least that, when a dependency was cut at a fork).
+    private mutating func advance(_ conversation: ConversationID, candidates: Set<AuthorID>) throws -> [RecordID] {
+        var feeds = try feeds(in: conversation)
+        // Feeds left waiting by earlier transactions may be unblocked by this one's records: consider them too.
+        var start = candidates
+        for (author, state) in feeds where state.applied < state.stored && state.stalledReason == nil {
+            start.insert(author)
+        }
+        var queue = start.sorted()
+        var queued = start
+        var waiting = [AuthorID: [AuthorID]]()
+        var applied = [RecordID]()
+        var head = 0
+        while head < queue.count {
+            let author = queue[head]
+            head += 1
+            queued.remove(author)
+            while var state = feeds[author] {
+                let next = state.applied + 1
+                guard next <= state.stored, state.stalledReason == nil else { break }
+                if let fork = state.forkSequence, next >= fork { break }
+                let (header, id) = try header(
+                    at: Position(conversation: conversation, author: author, sequence: next))
+                var bound: UInt64 = 0
+                var cutAtFork = false
+                var blockedOn: AuthorID?
+                for dependency in header.dependencies {
+                    let target = feeds[dependency.author]
+                        ?? FeedState(conversation: conversation, author: dependency.author)
+                    var sequence = dependency.sequence
+                    var beyondFork: UInt64 = 0
+                    if let fork = target.forkSequence, sequence >= fork {
+                        beyondFork = sequence - (fork - 1)
+                        sequence = fork - 1
+                        cutAtFork = true
+                    }
+                    guard target.applied >= sequence else {
+                        blockedOn = dependency.author
+                        break
+                    }
+                    let lamport: UInt64
+                    if sequence == 0 {
+                        lamport = 0
+                    } else if sequence == target.applied {
+                        lamport = target.appliedLamport
+                    } else {
+                        lamport = try self.lamport(
+                            at: Position(conversation: conversation, author: dependency.author, sequence: sequence))
+                    }
+                    // Each record of a feed has a larger Lamport number than the one before, so records cut off
+                    // at a fork had at least these numbers.
+                    bound = max(bound, lamport + beyondFork)
+                }
+                if let blockedOn {
+                    waiting[blockedOn, default: []].append(author)
+                    break
+                }
+                let expected = bound + 1
+                guard cutAtFork ? header.lamport >= expected : header.lamport == expected else {
+                    state.stalledReason = "Lamport number \(header.lamport) at sequence \(next), expected "
+                        + (cutAtFork ? "at least " : "") + "\(expected)"
+                    feeds[author] = state
+                    update(state)
+                    break
+                }
+                state.applied = next
+                state.appliedHead = id
+                state.appliedLamport = header.lamport
+                feeds[author] = state
+                update(state)
+                applied.append(id)
+                for waiter in waiting.removeValue(forKey: author) ?? [] where !queued.contains(waiter) {
+                    queue.append(waiter)
+                    queued.insert(waiter)
+                }
+            }
+        }
+        return applied
+    }
+}

@@ -1,0 +1,307 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+public import GRDB
+public import NatterCrypto
+public import NatterModel
+
+/// The node's durable record log in SQLite: every record it holds, per-feed frontiers and fork evidence.
+///
+/// **Every write is one transaction, and a commit that precedes an acknowledgement is durable** (WAL with
+/// `synchronous=FULL` on the writer). Ingest checks what any node can check — size, canonical form, signature and
+/// the feed's sequence/previous-hash chain — and then advances each feed's *applied* prefix: the records whose
+/// dependencies are applied, whose Lamport number is right, and which come before any fork. The applied state is a
+/// function of the set of records held, whatever the order they arrived in (docs/decisions/0003-fork-rule.md).
+public final class RecordStore: Sendable {
+    /// The database (a pool on disk, a queue in memory for the lab and tests).
+    public let writer: any DatabaseWriter
+    private let lock: DataDirectoryLock?
+
+    private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
+        self.writer = writer
+        self.lock = lock
+        do {
+            try Schema.migrator.migrate(writer)
+        } catch {
+            throw .database("\(error)")
+        }
+    }
+
+    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first.
+    public static func open(directory: String) throws(StoreError) -> RecordStore {
+        let lock = try DataDirectoryLock(directory: directory)
+        let path = directory + "/natter.sqlite"
+        // Create the file 0600 before SQLite does: its -wal and -shm files copy the database file's mode.
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        close(fd)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB 7 resets the writer to synchronous=NORMAL after prepareDatabase; FULL is set here, afterwards,
+            // so that every commit is fsynced before it returns (tested by reading the pragma back).
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        } catch {
+            throw .database("cannot open \(path): \(error)")
+        }
+        return try RecordStore(writer: pool, lock: lock)
+    }
+
+    /// A store in memory (lab and tests): the same schema and code, no file and no lock.
+    public static func inMemory() throws(StoreError) -> RecordStore {
+        do {
+            return try RecordStore(writer: try DatabaseQueue(), lock: nil)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .database("\(error)")
+        }
+    }
+
+    /// The writer's `synchronous` pragma (2 = FULL): exposed so tests can prove durability is configured.
+    public func synchronousMode() throws -> Int {
+        try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+    }
+
+    /// Runs SQLite's integrity check; "ok" when the file is sound.
+    public func integrityCheck() throws -> String {
+        try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+    }
+
+    // MARK: - Identity binding
+
+    /// Binds the store to `identity` on first use and refuses a store written by another identity afterwards.
+    public func bind(to identity: AuthorID, directory: String) throws(StoreError) {
+        do {
+            let matches: Bool = try writer.write { db in
+                if let existing = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'identity'") {
+                    return existing == Data(identity.bytes)
+                }
+                try db.execute(
+                    sql: "INSERT INTO meta (key, value) VALUES ('identity', ?)", arguments: [Data(identity.bytes)])
+                return true
+            }
+            guard matches else { throw StoreError.identityMismatch(path: directory) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .database("\(error)")
+        }
+    }
+
+    // MARK: - Ingest
+
+    /// Checks and stores a batch of records received from elsewhere, in one transaction.
+    ///
+    /// Decoding and signature checks run before the transaction; chain checks, inserts and the applied-prefix
+    /// update run inside it. The same record delivered any number of times is stored once.
+    public func ingest(_ batch: [[UInt8]], receivedAtMillis: Int64) throws(StoreError) -> IngestReport {
+        var outcomes = [IngestOutcome?](repeating: nil, count: batch.count)
+        var valid = [(Int, NatterModel.Record)]()
+        valid.reserveCapacity(batch.count)
+        for (index, bytes) in batch.enumerated() {
+            do {
+                valid.append((index, try NatterModel.Record.decodeVerified(bytes)))
+            } catch {
+                outcomes[index] = .rejected(error)
+            }
+        }
+        let records = valid
+        let result: (outcomes: [(Int, IngestOutcome)], applied: [RecordID], rebuilt: [ConversationID])
+        do {
+            result = try writer.write { db in
+                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+                var stored = [(Int, IngestOutcome)]()
+                for (index, record) in records {
+                    stored.append((index, try session.store(record)))
+                }
+                let (applied, rebuilt) = try session.finish()
+                return (stored, applied, rebuilt)
+            }
+        } catch {
+            throw .database("\(error)")
+        }
+        for (index, outcome) in result.outcomes { outcomes[index] = outcome }
+        return IngestReport(outcomes: outcomes.map { $0! }, applied: result.applied, rebuilt: result.rebuilt)
+    }
+
+    // MARK: - Own records
+
+    /// Appends a record authored by this node, durably, before anything may send it.
+    ///
+    /// The sequence number, previous hash, dependencies (the conversation's applied frontier) and Lamport number
+    /// are chosen inside the write transaction, so after a crash the next record continues from what is on disk
+    /// and a sequence number is never reused. `makePayload` receives the final header (the associated data for
+    /// encryption) and returns the payload as it will be carried.
+    public func appendOwn(
+        conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
+        identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
+    ) throws -> NatterModel.Record {
+        let author = AuthorID(identity.publicKey)
+        return try writer.write { db in
+            var session = IngestSession(db: db, receivedAtMillis: createdAtMillis)
+            let feeds = try session.feeds(in: conversation)
+            let own = feeds[author]
+            if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
+                throw StoreError.ownFeedFrozen(conversation: conversation)
+            }
+            var dependencies = [AuthorID: UInt64]()
+            var lamport: UInt64 = 0
+            for (feedAuthor, feed) in feeds where feed.applied > 0 {
+                dependencies[feedAuthor] = feed.applied
+                lamport = max(lamport, feed.appliedLamport)
+            }
+            guard dependencies.count <= Limits.dependenciesMax else {
+                throw StoreError.tooManyAuthors(conversation: conversation, count: dependencies.count)
+            }
+            let sequence = (own?.stored ?? 0) + 1
+            let header = RecordHeader(
+                kind: kind, conversation: conversation, author: author, sequence: sequence,
+                previous: own?.storedHead ?? .none, epoch: epoch, lamport: lamport + 1,
+                createdAtMillis: createdAtMillis, dependencies: VectorClock(dependencies))
+            let record: NatterModel.Record
+            do {
+                record = try NatterModel.Record.sign(header: header, payload: try makePayload(header), by: identity)
+            } catch let error as RecordFormatError {
+                throw StoreError.invalidOwnRecord(error)
+            }
+            let outcome = try session.store(record)
+            _ = try session.finish()
+            precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
+            return record
+        }
+    }
+
+    // MARK: - Reads
+
+    /// The record with this id, if held in a feed.
+    public func record(_ id: RecordID) throws -> NatterModel.Record? {
+        try writer.read { db in
+            try Data.fetchOne(db, sql: "SELECT bytes FROM record WHERE id = ?", arguments: [Data(id.bytes)])
+                .map { try NatterModel.Record.decode(Array($0)) }
+        }
+    }
+
+    /// Up to `limit` records of one feed from sequence `from` on, in sequence order (what sync streams).
+    public func records(
+        conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
+    ) throws -> [NatterModel.Record] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
+                    ORDER BY sequence LIMIT ?
+                    """,
+                arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
+            ).map { try NatterModel.Record.decode(Array($0)) }
+        }
+    }
+
+    /// Every feed's state, ordered by conversation then author.
+    public func feeds() throws -> [FeedState] {
+        try writer.read { db in try FeedState.fetchAll(db, conversation: nil) }
+    }
+
+    /// The feeds of one conversation, ordered by author.
+    public func feeds(of conversation: ConversationID) throws -> [FeedState] {
+        try writer.read { db in try FeedState.fetchAll(db, conversation: conversation) }
+    }
+
+    /// A conversation's applied vector clock: the causal frontier every member converges on.
+    public func appliedClock(of conversation: ConversationID) throws -> VectorClock {
+        var positions = [AuthorID: UInt64]()
+        for feed in try feeds(of: conversation) { positions[feed.author] = feed.applied }
+        return VectorClock(positions)
+    }
+
+    /// Fork evidence held for one feed (the contradicting records' bytes).
+    public func forkEvidence(conversation: ConversationID, author: AuthorID) throws -> [[UInt8]] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT bytes FROM fork_evidence WHERE conversation = ? AND author = ?
+                    ORDER BY sequence, record_id
+                    """,
+                arguments: [Data(conversation.bytes), Data(author.bytes)]
+            ).map { Array($0) }
+        }
+    }
+
+    /// Counts for status lines and the digest command.
+    public func statistics() throws -> LogStatistics {
+        try writer.read { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT (SELECT COUNT(*) FROM record), (SELECT COALESCE(SUM(applied_sequence), 0) FROM feed),
+                           (SELECT COUNT(*) FROM feed), (SELECT COUNT(*) FROM feed WHERE fork_sequence IS NOT NULL),
+                           (SELECT COUNT(DISTINCT conversation) FROM feed)
+                    """)!
+            return LogStatistics(
+                recordsHeld: row[0], recordsApplied: row[1], feeds: row[2], forkedFeeds: row[3], conversations: row[4])
+        }
+    }
+
+    /// The log digest: BLAKE2b-256 over every feed in (conversation, author) order of its applied frontier
+    /// (sequence and head id) and fork point. Equal on nodes that hold the same records, whatever the arrival
+    /// order. Exact definition in docs/protocol.md ("Log digest").
+    public func logDigest() throws -> [UInt8] {
+        try writer.read { db in
+            var hasher = Blake2bHasher(outputBytes: 32)
+            hasher.update(Array("natter/v1/log-digest".utf8))
+            let cursor = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT conversation, author, applied_sequence, applied_head, COALESCE(fork_sequence, 0)
+                    FROM feed WHERE applied_sequence > 0 OR fork_sequence IS NOT NULL
+                    ORDER BY conversation, author
+                    """)
+            while let row = try cursor.next() {
+                hasher.update(Array(row[0] as Data))
+                hasher.update(Array(row[1] as Data))
+                hasher.update(bigEndian: UInt64(row[2] as Int64))
+                hasher.update(Array(row[3] as Data))
+                hasher.update(bigEndian: UInt64(row[4] as Int64))
+            }
+            return hasher.finalize()
+        }
+    }
+}
+
+/// What happened to one record of an ingest batch.
+public enum IngestOutcome: Equatable, Sendable {
+    /// New: appended to its feed.
+    case stored(RecordID)
+    /// Already held (in the feed or as evidence); nothing changed.
+    case duplicate(RecordID)
+    /// A validly signed record contradicting a held one: kept as evidence, the feed frozen before `forkSequence`.
+    case forkEvidence(RecordID, forkSequence: UInt64)
+    /// Its feed has a gap: the caller should hold it and fetch from `missingFrom` on.
+    case outOfOrder(RecordID, missingFrom: UInt64)
+    /// Malformed or wrongly signed: not stored.
+    case rejected(RecordFormatError)
+}
+
+/// The result of an ingest batch.
+public struct IngestReport: Sendable {
+    /// One outcome per input, in input order.
+    public let outcomes: [IngestOutcome]
+    /// Records that became applied, in the order they were applied (causal order).
+    public let applied: [RecordID]
+    /// Conversations whose applied state was recomputed from scratch because a fork was discovered.
+    public let rebuilt: [ConversationID]
+}
+
+/// Sizes of the log.
+public struct LogStatistics: Equatable, Sendable {
+    public let recordsHeld: Int
+    public let recordsApplied: Int
+    public let feeds: Int
+    public let forkedFeeds: Int
+    public let conversations: Int
+}

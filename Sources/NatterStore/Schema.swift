@@ -1,0 +1,58 @@
+import GRDB
+
+/// The database schema. **Migrations are append-only: never edit one that has been released; add a new one.**
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-record-log") { db in
+            // Every stored record: indexed header columns plus the canonical bytes. rowid is local arrival order.
+            try db.execute(sql: """
+                CREATE TABLE record (
+                    rowid INTEGER PRIMARY KEY,
+                    id BLOB NOT NULL UNIQUE,
+                    conversation BLOB NOT NULL,
+                    author BLOB NOT NULL,
+                    sequence INTEGER NOT NULL,
+                    kind INTEGER NOT NULL,
+                    epoch BLOB NOT NULL,
+                    lamport INTEGER NOT NULL,
+                    created_ms INTEGER NOT NULL,
+                    received_ms INTEGER NOT NULL,
+                    bytes BLOB NOT NULL,
+                    UNIQUE (conversation, author, sequence)
+                );
+                """)
+            // One row per (conversation, author) feed: the contiguous stored chain, the applied prefix (causally
+            // ready, before any fork), and the lowest sequence at which the author is known to have equivocated.
+            try db.execute(sql: """
+                CREATE TABLE feed (
+                    conversation BLOB NOT NULL,
+                    author BLOB NOT NULL,
+                    stored_sequence INTEGER NOT NULL,
+                    stored_head BLOB NOT NULL,
+                    applied_sequence INTEGER NOT NULL,
+                    applied_head BLOB NOT NULL,
+                    applied_lamport INTEGER NOT NULL,
+                    fork_sequence INTEGER,
+                    stalled_reason TEXT,
+                    PRIMARY KEY (conversation, author)
+                ) WITHOUT ROWID;
+                """)
+            // Validly signed records that contradict a stored one: proof that their author forked the feed.
+            try db.execute(sql: """
+                CREATE TABLE fork_evidence (
+                    conversation BLOB NOT NULL,
+                    author BLOB NOT NULL,
+                    sequence INTEGER NOT NULL,
+                    record_id BLOB NOT NULL,
+                    bytes BLOB NOT NULL,
+                    received_ms INTEGER NOT NULL,
+                    PRIMARY KEY (conversation, author, sequence, record_id)
+                ) WITHOUT ROWID;
+                """)
+            // Small facts about the store itself, such as whose identity wrote it.
+            try db.execute(sql: "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID")
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,51 @@
+public import NatterModel
+
+/// Failures of the store and the data directory that a person or the node must act on. Untrusted records never
+/// produce these: they become `IngestOutcome.rejected` values instead.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    /// Another process holds the data directory's lock.
+    case directoryInUse(path: String, pid: Int32?)
+    /// The data directory or a file in it could not be created, read or written.
+    case fileSystem(path: String, reason: String)
+    /// No identity yet: `natter init` has not run for this directory.
+    case notInitialised(path: String)
+    /// `natter init` on a directory that already has an identity.
+    case alreadyInitialised(path: String)
+    /// A secret file readable by other users.
+    case insecurePermissions(path: String, mode: UInt32)
+    /// A file exists but is not in the expected format.
+    case malformedFile(path: String, reason: String)
+    /// The database belongs to another identity (a copied or mixed-up directory).
+    case identityMismatch(path: String)
+    /// This node's own feed is forked or frozen; writing more would make it worse.
+    case ownFeedFrozen(conversation: ConversationID)
+    /// A conversation has more authors than one record's dependency vector can name.
+    case tooManyAuthors(conversation: ConversationID, count: Int)
+    /// An own record could not be built (a bug in the caller: invalid header or oversized payload).
+    case invalidOwnRecord(RecordFormatError)
+    /// SQLite reported an error.
+    case database(String)
+
+    public var description: String {
+        switch self {
+        case let .directoryInUse(path, pid):
+            let who = pid.map { "natter process \($0)" } ?? "another natter process"
+            return "data directory \(path) is in use by \(who); stop it first or choose another with --data DIR"
+        case let .fileSystem(path, reason): return "\(path): \(reason)"
+        case let .notInitialised(path): return "no identity in \(path): run `natter init` first (or pass --data DIR)"
+        case let .alreadyInitialised(path): return "\(path) already holds an identity; use `natter id` to see it"
+        case let .insecurePermissions(path, mode):
+            return "\(path) is readable by other users (mode \(String(mode, radix: 8))): run `chmod 600 \(path)`"
+        case let .malformedFile(path, reason): return "\(path) is damaged: \(reason)"
+        case let .identityMismatch(path):
+            return "the database in \(path) was written by another identity; do not mix data directories"
+        case let .ownFeedFrozen(conversation):
+            return "your feed in conversation \(conversation.shortHex) is forked (this identity wrote elsewhere); "
+                + "refusing to write more there"
+        case let .tooManyAuthors(conversation, count):
+            return "conversation \(conversation.shortHex) has \(count) authors, more than a record can depend on"
+        case let .invalidOwnRecord(error): return "could not build your record: \(error)"
+        case let .database(message): return "database error: \(message)"
+        }
+    }
+}
