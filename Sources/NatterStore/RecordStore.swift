@@ -305,3 +305,30 @@ public struct LogStatistics: Equatable, Sendable {
     public let forkedFeeds: Int
     public let conversations: Int
 }
+
+extension RecordStore {
+    /// Inserts `records` as bare rows in transactions of `batchSize`, with none of ingest's checks: the SQLite
+    /// ceiling that `natter bench` compares full ingest against. Only for an empty scratch store.
+    public func insertRowsForBenchmark(_ records: [NatterModel.Record], batchSize: Int) throws {
+        var index = 0
+        while index < records.count {
+            let slice = records[index..<min(index + batchSize, records.count)]
+            try writer.write { db in
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO record (id, conversation, author, sequence, kind, epoch, lamport, created_ms,
+                            received_ms, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """)
+                for record in slice {
+                    let header = record.header
+                    try statement.execute(arguments: [
+                        Data(record.id.bytes), Data(header.conversation.bytes), Data(header.author.bytes),
+                        Int64(header.sequence), Int64(header.kind.rawValue), Data(header.epoch.bytes),
+                        Int64(header.lamport), header.createdAtMillis, 0, Data(record.bytes),
+                    ])
+                }
+            }
+            index += slice.count
+        }
+    }
+}

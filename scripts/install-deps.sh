@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages natter builds and tests against, skipping what is already there.
+# Uses sudo when not root. Safe to run repeatedly; CI runs it on every clean clone.
+set -euo pipefail
+
+packages=(libsodium-dev libsqlite3-dev pkg-config)
+
+missing=()
+for package in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$package")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+    as_root=(sudo)
+fi
+echo "installing: ${missing[*]}" >&2
+"${as_root[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq "${missing[@]}"
