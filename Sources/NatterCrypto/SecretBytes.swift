@@ -9,7 +9,7 @@ public final class SecretBytes: @unchecked Sendable, CustomStringConvertible, Cu
     private let storage: UnsafeMutableRawBufferPointer
 
     /// Number of secret bytes.
-    public var count: Int { storage.count }
+    public var count: Int { countValue }
 
     /// Copies `bytes` into fresh storage. The caller should zero its own copy if it has one.
     public init(_ bytes: some Collection<UInt8>) {
