@@ -49,7 +49,11 @@ public struct EncryptionKeyPair: Sendable, CustomStringConvertible {
         }
         guard status == 0 else { throw .weakPublicKey }
         let (low, high) = publicKey < peer ? (publicKey, peer) : (peer, publicKey)
-        var material = shared + low.bytes + high.bytes
+        var material = [UInt8]()
+        material.reserveCapacity(96)
+        material += shared
+        material += low.bytes
+        material += high.bytes
         defer { wipe(&material) }
         var digest = Blake2b.hash(material, outputBytes: 32)
         defer { wipe(&digest) }
@@ -94,11 +98,14 @@ public enum SealedBox {
     /// Bytes a sealed box adds to its plaintext (48: ephemeral public key and MAC).
     public static var overheadBytes: Int { Int(crypto_box_sealbytes()) }
 
-    /// Encrypts `plaintext` so that only the holder of `recipient`'s secret can read it.
-    public static func seal(_ plaintext: [UInt8], to recipient: EncryptionPublicKey) -> [UInt8] {
+    /// Encrypts `plaintext` so that only the holder of `recipient`'s secret can read it. Throws `.weakPublicKey`
+    /// for a low-order recipient key, for which libsodium refuses to seal (nobody could open the box).
+    public static func seal(_ plaintext: [UInt8], to recipient: EncryptionPublicKey) throws(CryptoError) -> [UInt8] {
         Sodium.ready()
         var out = [UInt8](repeating: 0, count: plaintext.count + overheadBytes)
-        _ = crypto_box_seal(&out, plaintext, UInt64(plaintext.count), recipient.bytes)
+        guard crypto_box_seal(&out, plaintext, UInt64(plaintext.count), recipient.bytes) == 0 else {
+            throw .weakPublicKey
+        }
         return out
     }
 

@@ -23,6 +23,7 @@ public enum SecureRandom {
 
     /// A uniformly random integer in `0..<upperBound` without modulo bias.
     public static func uniform(_ upperBound: UInt32) -> UInt32 {
+        precondition(upperBound > 0, "uniform(0) has no value to return")
         Sodium.ready()
         return randombytes_uniform(upperBound)
     }

@@ -100,16 +100,14 @@ public final class RecordStore: Sendable {
     /// update run inside it. The same record delivered any number of times is stored once.
     public func ingest(_ batch: [[UInt8]], receivedAtMillis: Int64) throws(StoreError) -> IngestReport {
         var outcomes = [IngestOutcome?](repeating: nil, count: batch.count)
-        var valid = [(Int, NatterModel.Record)]()
-        valid.reserveCapacity(batch.count)
-        for (index, bytes) in batch.enumerated() {
-            do {
-                valid.append((index, try NatterModel.Record.decodeVerified(bytes)))
-            } catch {
-                outcomes[index] = .rejected(error)
+        var records = [(Int, NatterModel.Record)]()
+        records.reserveCapacity(batch.count)
+        for (index, decoded) in Self.decodeAndVerify(batch).enumerated() {
+            switch decoded {
+            case let .success(record): records.append((index, record))
+            case let .failure(error): outcomes[index] = .rejected(error)
             }
         }
-        let records = valid
         let result: (outcomes: [(Int, IngestOutcome)], applied: [RecordID], rebuilt: [ConversationID])
         do {
             result = try writer.write { db in
@@ -126,6 +124,30 @@ public final class RecordStore: Sendable {
         }
         for (index, outcome) in result.outcomes { outcomes[index] = outcome }
         return IngestReport(outcomes: outcomes.map { $0! }, applied: result.applied, rebuilt: result.rebuilt)
+    }
+
+    /// Below this many records a batch is verified on the calling thread; above, on every core.
+    static let parallelVerifyThreshold = 32
+
+    /// Decodes and verifies every record of `batch`, spreading signature checks (the dominant cost) over all cores.
+    private static func decodeAndVerify(_ batch: [[UInt8]]) -> [Result<NatterModel.Record, RecordFormatError>] {
+        if batch.count < parallelVerifyThreshold {
+            return batch.map { bytes in Result { () throws(RecordFormatError) in try .decodeVerified(bytes) } }
+        }
+        let results = UnsafeMutableBufferPointer<Result<NatterModel.Record, RecordFormatError>?>.allocate(
+            capacity: batch.count)
+        results.initialize(repeating: nil)
+        defer { results.deallocate() }
+        let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        let chunk = (batch.count + workers - 1) / workers
+        nonisolated(unsafe) let output = results
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            // Each worker writes only its own disjoint range of `output`.
+            for index in (worker * chunk)..<min(batch.count, (worker + 1) * chunk) {
+                output[index] = Result { () throws(RecordFormatError) in try .decodeVerified(batch[index]) }
+            }
+        }
+        return results.map { $0! }
     }
 
     // MARK: - Own records

@@ -89,13 +89,23 @@ struct KeyDerivationTests {
         #expect(NetworkKey.passphraseMemLimit == 64 * 1024 * 1024)  // argon2-cffi memory_cost=65536 (KiB)
     }
 
-    /// The only Argon2id run in the suite.
+    /// One of the three Argon2id runs in the suite.
     @Test("fromPassphrase is Argon2id13 with the fixed salt, 3 passes and 64 MiB")
     func passphrase() throws {
         let network = try NetworkKey.fromPassphrase(NetworkKeyVectors.passphrase)
         #expect(Hex.encode(network.key.secret.exposedCopy()) == NetworkKeyVectors.passphraseKey)
         #expect(!network.isDefault)
         #expect(network.description == "<network key>")
+    }
+
+    @Test("a passphrase gives one key whatever Unicode normal form it was typed in")
+    func passphraseNormalisation() throws {
+        let composed = "caf\u{E9} au lait"
+        let decomposed = "cafe\u{301} au lait"
+        #expect(Array(composed.utf8) != Array(decomposed.utf8))
+        let a = try NetworkKey.fromPassphrase(composed).key.secret
+        let b = try NetworkKey.fromPassphrase(decomposed).key.secret
+        #expect(a.constantTimeEquals(b))
     }
 
     @Test("subkeys are independent: each purpose, id and master gives another key")

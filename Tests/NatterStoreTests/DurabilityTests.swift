@@ -33,7 +33,7 @@ struct DurabilityTests {
     func secondOpenerIsRefused() throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try withExtendedLifetime(try RecordStore.open(directory: directory)) {
+        withExtendedLifetime(try RecordStore.open(directory: directory)) {
             do {
                 _ = try RecordStore.open(directory: directory)
                 Issue.record("a second store opened the same directory")
