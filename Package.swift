@@ -43,6 +43,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The record decoder's libFuzzer target (scripts/fuzz.sh); built without -DFUZZING it replays a corpus.
+        .executableTarget(
+            name: "natter-fuzz",
+            dependencies: ["NatterModel", "NatterCrypto"],
+            path: "Sources/natter-fuzz",
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
         .testTarget(
             name: "NatterModelTests",
