@@ -111,11 +111,10 @@ public struct Record: Hashable, Sendable, CustomStringConvertible {
     {
         precondition(AuthorID(identity.publicKey) == header.author, "records are signed by their author")
         try header.validate()
+        let size = RecordCodec.headerByteCount(header.dependencies.count) + 4 + payload.count + Signature.byteCount
+        guard size <= Limits.recordBytesMax else { throw .tooLarge(size) }
         var bytes = RecordCodec.encodeHeader(header)
         RecordCodec.appendPayload(payload, to: &bytes)
-        guard bytes.count + Signature.byteCount <= Limits.recordBytesMax else {
-            throw .tooLarge(bytes.count + Signature.byteCount)
-        }
         let signature = identity.sign(bytes, in: .record)
         bytes.append(contentsOf: signature.bytes)
         return Record(header: header, payload: payload, signature: signature, bytes: bytes)

@@ -109,8 +109,11 @@ public enum RecordCodec {
         }
         let payloadLength = Int(readUInt32(raw, dependenciesEnd))
         let payloadStart = dependenciesEnd + 4
-        // Compare against what is present before using the length for anything.
-        guard payloadLength <= Limits.recordBytesMax else { throw .payloadTooLarge(payloadLength) }
+        // Judge the length on its value first (the largest payload this header leaves room for), then against
+        // what is present, before using it for anything.
+        guard payloadLength <= Limits.recordBytesMax - payloadStart - Signature.byteCount else {
+            throw .payloadTooLarge(payloadLength)
+        }
         let expectedEnd = payloadStart + payloadLength + Signature.byteCount
         guard raw.count >= payloadStart + payloadLength else { throw .truncated(field: "payload") }
         guard raw.count >= expectedEnd else { throw .truncated(field: "signature") }

@@ -399,15 +399,16 @@ struct RecordFormatRuleTests {
 
     @Test func payloadTooLarge() {
         let at = Offset.payloadLength(dependencyCount: 3)
-        for length: UInt32 in [0xFFFF_FFFF, 65_537] {
+        let largestFitting = UInt32(Limits.recordBytesMax - RecordCodec.minimumRecordByteCount - 3 * 40)
+        for length: UInt32 in [0xFFFF_FFFF, 65_537, 65_536, largestFitting + 1] {
             var editor = RecordEditor(content)
             editor.set(length, at: at)
             expectRejected(editor.bytes, as: .payloadTooLarge(Int(length)))
             expectRejected(Array(editor.bytes.prefix(at + 4)), as: .payloadTooLarge(Int(length)))
         }
-        // A length within the cap but beyond the bytes present is a truncation.
+        // A length that fits the cap but runs beyond the bytes present is a truncation.
         var editor = RecordEditor(content)
-        editor.set(UInt32(65_536), at: at)
+        editor.set(largestFitting, at: at)
         expectRejected(editor.bytes, as: .truncated(field: "payload"))
     }
 
