@@ -354,3 +354,40 @@ extension RecordStore {
         }
     }
 }
+
+extension RecordStore {
+    /// Every applied record of a conversation, in local arrival order. Applied records are causally closed, so
+    /// the conversation rules can take them as they are.
+    public func appliedRecords(of conversation: ConversationID) throws -> [NatterModel.Record] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT r.bytes FROM record r JOIN feed f ON f.conversation = r.conversation AND f.author = r.author
+                    WHERE r.conversation = ? AND r.sequence <= f.applied_sequence ORDER BY r.rowid
+                    """,
+                arguments: [Data(conversation.bytes)]
+            ).map { try NatterModel.Record.decode(Array($0)) }
+        }
+    }
+
+    /// Ids of every conversation with at least one applied record.
+    public func conversationIDs() throws -> [ConversationID] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db, sql: "SELECT DISTINCT conversation FROM feed WHERE applied_sequence > 0 ORDER BY conversation"
+            ).map { ConversationID(bytes: Array($0)) }
+        }
+    }
+}
+
+extension RecordStore {
+    /// Every stored record in local arrival order (tests and tools; sync streams per feed instead).
+    public func allRecords() throws -> [NatterModel.Record] {
+        try writer.read { db in
+            try Data.fetchAll(db, sql: "SELECT bytes FROM record ORDER BY rowid").map {
+                try NatterModel.Record.decode(Array($0))
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+public import NatterCrypto
+
+/// One record of a conversation as the rules see it: the header every node can read, and what this reader made
+/// of the payload.
+public struct ConversationEntry: Sendable {
+    /// Decrypted meaning of the payload, or why there is none.
+    public enum Body: Sendable {
+        case content(ContentOperation)
+        case control(ControlOperation, opening: EpochOpening?)
+        /// No key for it here (a relay, a removed member, or keys not yet received).
+        case unreadable
+        /// The key opened the envelope but the content is not a valid operation.
+        case malformed(String)
+    }
+
+    public let id: RecordID
+    public let header: RecordHeader
+    public let body: Body
+
+    public init(id: RecordID, header: RecordHeader, body: Body) {
+        self.id = id
+        self.header = header
+        self.body = body
+    }
+
+    public var author: AuthorID { header.author }
+    /// The deterministic total order: Lamport number, then record id. It extends the causal order.
+    public var position: EntryPosition { EntryPosition(lamport: header.lamport, id: id) }
+
+    /// Whether `self` happened before `other` (other's author had seen it). Dependencies are full vector clocks
+    /// of the author's applied log, so one comparison decides.
+    public func precedes(_ other: ConversationEntry) -> Bool {
+        id != other.id && other.header.dependencies[author] >= header.sequence
+    }
+
+    public func isConcurrent(with other: ConversationEntry) -> Bool {
+        id != other.id && !precedes(other) && !other.precedes(self)
+    }
+}
+
+/// What an epoch-opening commit reveals beyond its operation: the parents it chains and the slot hints.
+public struct EpochOpening: Hashable, Sendable {
+    public let parents: [EpochID]
+    public let salt: [UInt8]
+    public let hints: [[UInt8]]
+
+    public init(parents: [EpochID], salt: [UInt8], hints: [[UInt8]]) {
+        self.parents = parents
+        self.salt = salt
+        self.hints = hints
+    }
+}
+
+/// A position in the total order: (Lamport number, record id).
+public struct EntryPosition: Hashable, Comparable, Sendable {
+    public let lamport: UInt64
+    public let id: RecordID
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { (lhs.lamport, lhs.id) < (rhs.lamport, rhs.id) }
+}
+
+/// Who can be a conversation's genesis author: what the reading node knows about the conversation's id.
+public struct ConversationContext: Sendable {
+    public let conversation: ConversationID
+    /// For a direct conversation this node is part of: the two identities (the id derives from their shared
+    /// secret, which only they can compute). Nil for groups.
+    public let directParties: Set<AuthorID>?
+
+    public init(conversation: ConversationID, directParties: Set<AuthorID>? = nil) {
+        self.conversation = conversation
+        self.directParties = directParties
+    }
+
+    /// The id of a group founded by `creator` with `salt`: BLAKE2b-256("natter/v1/group" ‖ creator ‖ salt).
+    /// Only the creator's genesis matches it, so a group has exactly one genesis.
+    public static func groupID(creator: AuthorID, salt: [UInt8]) -> ConversationID {
+        ConversationID(bytes: Blake2b.hash(Array("natter/v1/group".utf8) + creator.bytes + salt, outputBytes: 32))
+    }
+
+    /// The id of the direct conversation between two identities, from their X25519 agreement (hashed with both
+    /// keys): the same on both sides, unlinkable to the pair by anyone else.
+    public static func directID(agreement: SecretBytes) -> ConversationID {
+        agreement.withUnsafeBytes { secret in
+            ConversationID(bytes: Blake2b.hash(Array("natter/v1/direct".utf8) + Array(secret), outputBytes: 32))
+        }
+    }
+}

@@ -1,0 +1,89 @@
+public import NatterCrypto
+
+/// Turns a conversation's records into entries for the rules, opening what this member can open.
+///
+/// Keys come from two places: our own slot in an epoch-opening commit, and the history chain — a commit whose key
+/// we hold names its parent epochs' keys, so a member sealed only the newest key walks back to the first.
+public struct ConversationReader: Sendable {
+    public let member: AuthorID
+    public let keyPair: EncryptionKeyPair
+
+    public init(member: AuthorID, keyPair: EncryptionKeyPair) {
+        self.member = member
+        self.keyPair = keyPair
+    }
+
+    /// Entries for `records` (one conversation, any order) and every epoch key this member could obtain.
+    public func read(_ records: [Record]) -> (entries: [ConversationEntry], keys: [EpochID: SymmetricKey]) {
+        var keys = [EpochID: SymmetricKey]()
+        var commits = [RecordID: ConversationPayload.Commit]()
+        var bodies = [RecordID: ConversationEntry.Body]()
+        for record in records where record.header.kind == .commit {
+            do {
+                let commit = try ConversationPayload.parseCommit(record.payload)
+                commits[record.id] = commit
+                if let key = ConversationPayload.openSlot(commit, member: member, keyPair: keyPair) {
+                    keys[EpochID(raw: record.id.raw)] = key
+                }
+            } catch {
+                bodies[record.id] = .malformed("\(error)")
+            }
+        }
+        // Walk the history chain until no new key appears.
+        var opened = Set<RecordID>()
+        var progress = true
+        while progress {
+            progress = false
+            for record in records where commits[record.id] != nil && !opened.contains(record.id) {
+                guard case .opening = commits[record.id]!, let key = keys[EpochID(raw: record.id.raw)] else { continue }
+                opened.insert(record.id)
+                progress = true
+                do {
+                    let (operation, parents) = try ConversationPayload.openCommit(
+                        commits[record.id]!, key: key, header: Array(record.headerBytes))
+                    for (epoch, parentKey) in parents where keys[epoch] == nil { keys[epoch] = parentKey }
+                    let commit = commits[record.id]!
+                    bodies[record.id] = .control(
+                        operation,
+                        opening: EpochOpening(parents: parents.map(\.0), salt: commit.salt ?? [], hints: commit.hints))
+                } catch {
+                    bodies[record.id] = .malformed("\(error)")
+                }
+            }
+        }
+        var entries = [ConversationEntry]()
+        entries.reserveCapacity(records.count)
+        for record in records {
+            let body: ConversationEntry.Body
+            if let known = bodies[record.id] {
+                body = known
+            } else if let key = keys[record.header.epoch] {
+                body = open(record, commit: commits[record.id], key: key)
+            } else {
+                body = .unreadable
+            }
+            entries.append(ConversationEntry(id: record.id, header: record.header, body: body))
+        }
+        return (entries, keys)
+    }
+
+    private func open(_ record: Record, commit: ConversationPayload.Commit?, key: SymmetricKey) -> ConversationEntry.Body {
+        let header = Array(record.headerBytes)
+        do {
+            switch record.header.kind {
+            case .content:
+                return .content(try ConversationPayload.openContent(record.payload, key: key, header: header))
+            case .commit:
+                guard let commit, case .inEpoch = commit else { return .unreadable }
+                return .control(try ConversationPayload.openCommit(commit, key: key, header: header).0, opening: nil)
+            case .plain:
+                return .malformed("plain record in a conversation")
+            }
+        } catch {
+            switch error {
+            case .noKey: return .unreadable
+            case let .malformed(reason): return .malformed(reason)
+            }
+        }
+    }
+}

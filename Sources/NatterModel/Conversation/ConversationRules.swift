@@ -1,0 +1,456 @@
+/// The conversation rules (SPEC F1–F11, DESIGN §4) as one pure function: the state of a conversation from the set
+/// of its records, identical on every replica that holds the same records, whatever order they arrived in.
+///
+/// Method: records are considered in the total order (Lamport number, record id), which extends causality.
+/// 1. *Control records* (commits) are checked one by one against the group state **at their causal position**
+///    — the fold of the valid commits that happened before them — and against strong removal by valid removals
+///    earlier in the order. Valid epoch-opening commits open epochs whose roster is the resulting membership.
+/// 2. *Content records* are checked against the state at their causal position and against strong removal by
+///    every valid removal: a removed member's records concurrent with their removal are rejected (retracted).
+/// 3. Edits, deletes, reactions and receipts are applied to the messages they name; the timeline is the valid
+///    messages and system events in order.
+public enum ConversationRules {
+    /// Derives the state from `entries` (any order; duplicates by id are ignored).
+    public static func derive(_ entries: [ConversationEntry], context: ConversationContext) -> ConversationState {
+        var derivation = Derivation(context: context, entries: entries)
+        derivation.run()
+        return derivation.state
+    }
+}
+
+/// A valid control record with its operation.
+struct ValidControl {
+    let entry: ConversationEntry
+    let operation: ControlOperation
+    let opening: EpochOpening?
+}
+
+/// Group state from a set of valid control records (membership, roles, flags, title, creator).
+struct GroupFold {
+    var kind: ConversationKind?
+    var genesisAuthor: AuthorID?
+    var title: String?
+    var members: [AuthorID: MemberInfo] = [:]
+    var creator: AuthorID?
+
+    /// Folds `controls` (sorted by position). Membership: a person is a member if some add of them is causally
+    /// after every removal or leave of them (a removal concurrent with an add wins: strong removal).
+    init(_ controls: [ValidControl]) {
+        var adds = [AuthorID: [ConversationEntry]]()
+        var removals = [AuthorID: [ConversationEntry]]()
+        var roleChanges = [(AuthorID, MemberRole, EntryPosition)]()
+        var flagChanges = [(AuthorID, MemberFlags, EntryPosition)]()
+        for control in controls {
+            let entry = control.entry
+            switch control.operation {
+            case let .create(kind, title, members, _):
+                if self.kind == nil {
+                    self.kind = kind
+                    self.title = title
+                    genesisAuthor = kind == .group ? entry.author : nil
+                }
+                for member in members + [entry.author] { adds[member, default: []].append(entry) }
+            case let .add(members):
+                for member in members { adds[member, default: []].append(entry) }
+            case let .remove(members):
+                for member in members { removals[member, default: []].append(entry) }
+            case .leave:
+                removals[entry.author, default: []].append(entry)
+            case let .rename(title):
+                self.title = title
+            case let .setRole(member, role):
+                roleChanges.append((member, role, entry.position))
+            case let .setFlags(member, flags):
+                flagChanges.append((member, flags, entry.position))
+            case .rekey:
+                break
+            }
+        }
+        for (person, personAdds) in adds {
+            let personRemovals = removals[person] ?? []
+            guard let add = personAdds.first(where: { add in personRemovals.allSatisfy { $0.precedes(add) } }) else {
+                continue
+            }
+            var info = MemberInfo(role: .member, flags: [], joined: add.position)
+            for (member, role, position) in roleChanges where member == person && add.position < position {
+                info.role = role
+            }
+            for (member, flags, position) in flagChanges where member == person && add.position < position {
+                info.flags = flags
+            }
+            members[person] = info
+        }
+        if let founder = genesisAuthor {
+            if members[founder] != nil {
+                creator = founder
+            } else {
+                // Hand-over: the longest-standing admin, else the longest-standing member (ties by identity).
+                let joined = members
+                let order: (AuthorID, AuthorID) -> Bool = { a, b in (joined[a]!.joined, a) < (joined[b]!.joined, b) }
+                let admins = members.keys.filter { members[$0]!.role == .admin }.sorted(by: order)
+                creator = admins.first ?? members.keys.sorted(by: order).first
+            }
+        }
+    }
+
+    func canManage(_ author: AuthorID, flag: MemberFlags) -> Bool {
+        guard kind == .group, let info = members[author] else { return false }
+        return author == creator || info.role == .admin || info.flags.contains(flag)
+    }
+}
+
+/// The work of one `derive` call.
+struct Derivation {
+    let context: ConversationContext
+    let sorted: [ConversationEntry]
+    var state = ConversationState()
+    var valid: [ValidControl] = []
+    var displayed: [RecordID: Int64] = [:]
+    var bySequence: [AuthorID: [UInt64: RecordID]] = [:]
+    private var foldCache: [[Bool]: GroupFold] = [:]
+
+    init(context: ConversationContext, entries: [ConversationEntry]) {
+        self.context = context
+        var seen = Set<RecordID>()
+        sorted = entries.filter { seen.insert($0.id).inserted }.sorted { $0.position < $1.position }
+    }
+
+    mutating func run() {
+        computeDisplayTimes()
+        for entry in sorted {
+            switch entry.body {
+            case let .control(operation, opening):
+                checkControl(entry, operation, opening)
+            case .unreadable:
+                state.unreadable.insert(entry.id)
+            case let .malformed(reason):
+                state.rejected[entry.id] = "malformed: \(reason)"
+            case .content:
+                break
+            }
+        }
+        let final = GroupFold(valid)
+        state.kind = final.kind
+        state.title = final.title
+        state.creator = final.creator
+        state.members = final.members
+        chooseCurrentEpoch()
+        for entry in sorted {
+            if case let .content(operation) = entry.body { checkContent(entry, operation) }
+        }
+        computeReceipts()
+        state.validEntries = Dictionary(uniqueKeysWithValues: (valid.map(\.entry) + contentValid).map { ($0.id, $0) })
+    }
+
+    private var contentValid: [ConversationEntry] = []
+    private var contentByID: [RecordID: ConversationEntry] = [:]
+
+    // MARK: - Display times
+
+    /// Creation times clamped to be monotone along causality: max(own, predecessors').
+    mutating func computeDisplayTimes() {
+        for entry in sorted {
+            bySequence[entry.author, default: [:]][entry.header.sequence] = entry.id
+        }
+        for entry in sorted {
+            var time = entry.header.createdAtMillis
+            for dependency in entry.header.dependencies {
+                if let id = bySequence[dependency.author]?[dependency.sequence], let earlier = displayed[id] {
+                    time = max(time, earlier)
+                }
+            }
+            displayed[entry.id] = time
+        }
+    }
+
+    // MARK: - Folds at causal positions
+
+    /// The group state at `entry`'s causal position: the fold of the valid control records before it.
+    mutating func stateBefore(_ entry: ConversationEntry) -> GroupFold {
+        let mask = valid.map { $0.entry.precedes(entry) }
+        if let cached = foldCache[mask] { return cached }
+        let fold = GroupFold(zip(valid, mask).filter(\.1).map(\.0))
+        if foldCache.count > 4096 { foldCache.removeAll() }
+        foldCache[mask] = fold
+        return fold
+    }
+
+    func isRemoved(_ author: AuthorID, concurrentWith entry: ConversationEntry) -> Bool {
+        valid.contains { control in
+            let removes: Bool
+            switch control.operation {
+            case let .remove(members): removes = members.contains(author)
+            case .leave: removes = control.entry.author == author
+            default: removes = false
+            }
+            return removes && control.entry.isConcurrent(with: entry)
+        }
+    }
+
+    // MARK: - Control records
+
+    mutating func checkControl(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?) {
+        if let reason = controlProblem(entry, operation, opening) {
+            state.rejected[entry.id] = reason
+            return
+        }
+        valid.append(ValidControl(entry: entry, operation: operation, opening: opening))
+        if operation.opensEpoch, let opening {
+            let before = stateBefore(entry)
+            let roster = resultingRoster(before, entry, operation).sorted()
+            state.epochs[EpochID(raw: entry.id.raw)] = EpochInfo(
+                id: EpochID(raw: entry.id.raw), roster: roster, parents: opening.parents, position: entry.position)
+        }
+        let change: SystemEvent.Change
+        switch operation {
+        case let .create(kind, title, members, _): change = .created(kind: kind, title: title, members: members)
+        case let .add(members): change = .added(members)
+        case let .remove(members): change = .removed(members)
+        case .leave: change = .left
+        case let .rename(title): change = .renamed(title)
+        case let .setRole(member, role): change = .roleChanged(member, role)
+        case let .setFlags(member, flags): change = .flagsChanged(member, flags)
+        case .rekey: change = .rekeyed
+        }
+        state.timeline.append(.system(SystemEvent(
+            id: entry.id, author: entry.author, position: entry.position, displayedAtMillis: displayed[entry.id]!,
+            change: change)))
+    }
+
+    func resultingRoster(_ before: GroupFold, _ entry: ConversationEntry, _ operation: ControlOperation) -> Set<AuthorID> {
+        let current = Set(before.members.keys)
+        switch operation {
+        case let .create(_, _, members, _): return Set(members + [entry.author])
+        case let .add(members): return current.union(members)
+        case let .remove(members): return current.subtracting(members)
+        case .leave: return current.subtracting([entry.author])
+        case .rename, .setRole, .setFlags, .rekey: return current
+        }
+    }
+
+    mutating func controlProblem(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?)
+        -> String?
+    {
+        let author = entry.author
+        if case let .create(kind, title, members, salt) = operation {
+            guard let opening, opening.parents.isEmpty, entry.header.epoch == .none else {
+                return "a genesis opens the first epoch"
+            }
+            guard !members.contains(author), members.count < Limits.groupMembersMax else {
+                return "invalid founding members"
+            }
+            guard GroupTitle.clean(title) == .some(title) else { return "invalid title" }
+            switch kind {
+            case .group:
+                guard ConversationContext.groupID(creator: author, salt: salt) == context.conversation else {
+                    return "genesis does not match the conversation id"
+                }
+            case .direct:
+                guard let parties = context.directParties, members.count == 1, title == nil,
+                    parties == Set([author, members[0]])
+                else { return "not a direct conversation between these two" }
+                if valid.contains(where: { $0.entry.author == author }) { return "a second genesis by one author" }
+            }
+            if let existing = valid.first?.operation, case let .create(existingKind, _, _, _) = existing,
+                existingKind != kind || kind == .group
+            {
+                return "the conversation already exists"
+            }
+            return hintProblem(opening, roster: Set(members + [author]))
+        }
+        let before = stateBefore(entry)
+        guard before.kind != nil else { return "no conversation at this point" }
+        guard before.members[author] != nil else { return "not a member at this point" }
+        if case .remove = operation {} else if isRemoved(author, concurrentWith: entry) {
+            return "removed concurrently"
+        }
+        switch operation {
+        case .create:
+            return "unreachable"
+        case let .add(members):
+            guard before.canManage(author, flag: .canAdd) else { return "not allowed to add members" }
+            guard members.allSatisfy({ before.members[$0] == nil }) else { return "already a member" }
+            guard before.members.count + members.count <= Limits.groupMembersMax else { return "group is full" }
+        case let .remove(members):
+            guard before.kind == .group else { return "members of a direct conversation cannot be removed" }
+            for member in members {
+                guard let target = before.members[member] else { return "not a member" }
+                guard member != author else { return "use leave to remove yourself" }
+                guard member != before.creator else { return "the creator cannot be removed" }
+                if author == before.creator { continue }
+                guard before.canManage(author, flag: .canRemove), target.role == .member else {
+                    return "not allowed to remove this member"
+                }
+            }
+        case .leave:
+            break
+        case let .rename(title):
+            guard before.canManage(author, flag: .canRename) else { return "not allowed to rename the group" }
+            guard GroupTitle.clean(title) == .some(title) else { return "invalid title" }
+        case let .setRole(member, _), let .setFlags(member, _):
+            guard before.kind == .group, author == before.creator else { return "only the creator sets roles" }
+            guard before.members[member] != nil, member != before.creator else { return "not a member" }
+        case .rekey:
+            break
+        }
+        if operation.opensEpoch {
+            guard let opening, !opening.parents.isEmpty, opening.parents.first == entry.header.epoch else {
+                return "an epoch-opening commit must name its parent epochs"
+            }
+            for parent in opening.parents {
+                guard let info = state.epochs[parent], valid.contains(where: { $0.entry.id.raw == parent.raw }),
+                    precedesPosition(info.position, entry)
+                else { return "unknown parent epoch" }
+            }
+            return hintProblem(opening, roster: resultingRoster(before, entry, operation))
+        }
+        return epochProblem(entry, before)
+    }
+
+    func precedesPosition(_ position: EntryPosition, _ entry: ConversationEntry) -> Bool {
+        guard let commit = valid.first(where: { $0.entry.id == position.id })?.entry else { return false }
+        return commit.precedes(entry)
+    }
+
+    func hintProblem(_ opening: EpochOpening?, roster: Set<AuthorID>) -> String? {
+        guard let opening else { return "missing key slots" }
+        let expected = Set(roster.map { ConversationPayload.hint(for: $0, salt: opening.salt) })
+        guard opening.hints.count == roster.count, Set(opening.hints) == expected else {
+            return "keys sealed to the wrong members"
+        }
+        return nil
+    }
+
+    /// The epoch rule for records encrypted under an existing epoch: the epoch is valid and known to the author,
+    /// the author is in it, and it contains nobody removed before the record (no reuse of an epoch after a removal).
+    func epochProblem(_ entry: ConversationEntry, _ before: GroupFold) -> String? {
+        guard let epoch = state.epochs[entry.header.epoch], precedesPosition(epoch.position, entry) else {
+            return "unknown epoch"
+        }
+        guard epoch.roster.contains(entry.author) else { return "author is not in the epoch it uses" }
+        guard epoch.roster.allSatisfy({ before.members[$0] != nil }) else {
+            return "uses an epoch from before a removal"
+        }
+        return nil
+    }
+
+    // MARK: - Epoch choice
+
+    mutating func chooseCurrentEpoch() {
+        let ids = state.epochs.keys.sorted()
+        let parents = Set(state.epochs.values.flatMap(\.parents))
+        state.epochHeads = ids.filter { !parents.contains($0) }
+        let roster = state.members.keys.sorted()
+        let matching = ids.filter { state.epochs[$0]!.roster == roster }
+        // Among epochs with exactly the current roster, drop those another matching epoch descends from; of the
+        // concurrent rest, the smallest commit id is current.
+        let candidates = matching.filter { candidate in
+            let commit = valid.first { $0.entry.id.raw == candidate.raw }!.entry
+            return !matching.contains { other in
+                other != candidate && commit.precedes(valid.first { $0.entry.id.raw == other.raw }!.entry)
+            }
+        }
+        state.currentEpoch = candidates.min()
+        state.rekeyDuty = state.currentEpoch == nil && !roster.isEmpty ? roster.first : nil
+    }
+
+    // MARK: - Content records
+
+    mutating func checkContent(_ entry: ConversationEntry, _ operation: ContentOperation) {
+        let before = stateBefore(entry)
+        if let reason = contentProblem(entry, operation, before) {
+            state.rejected[entry.id] = reason
+            return
+        }
+        contentValid.append(entry)
+        contentByID[entry.id] = entry
+        switch operation {
+        case let .message(text, replyTo):
+            state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
+            state.messageIndex[entry.id] = state.timeline.count
+            state.timeline.append(.message(TimelineMessage(
+                id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
+                displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
+                deleted: false)))
+        case let .edit(target, text):
+            updateMessage(target) { message in
+                message.versions.append(text)
+                if message.versions.count > ConversationLimits.editVersionsMax { message.versions.removeFirst() }
+                message.editCount += 1
+            }
+        case let .delete(target):
+            updateMessage(target) { message in
+                message.deleted = true
+                message.versions = []
+            }
+            state.reactions[target] = nil
+        case let .react(target, reaction):
+            if state.message(target)?.deleted == false { state.reactions[target, default: [:]][entry.author] = reaction }
+        case let .unreact(target):
+            state.reactions[target]?[entry.author] = nil
+            if state.reactions[target]?.isEmpty == true { state.reactions[target] = nil }
+        case .receipt:
+            break
+        }
+    }
+
+    mutating func updateMessage(_ id: RecordID, _ change: (inout TimelineMessage) -> Void) {
+        guard let index = state.messageIndex[id], case var .message(message) = state.timeline[index] else { return }
+        change(&message)
+        state.timeline[index] = .message(message)
+    }
+
+    mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
+        -> String?
+    {
+        guard before.kind != nil else { return "no conversation at this point" }
+        guard before.members[entry.author] != nil else { return "not a member at this point" }
+        if isRemoved(entry.author, concurrentWith: entry) { return "retracted: the author was removed concurrently" }
+        if let problem = epochProblem(entry, before) { return problem }
+        func ownMessage(_ target: RecordID) -> String? {
+            guard let message = state.message(target), let targetEntry = contentByID[target],
+                targetEntry.precedes(entry)
+            else { return "names an unknown message" }
+            guard message.author == entry.author else { return "only the author may change a message" }
+            guard !message.deleted else { return "message deleted" }
+            return nil
+        }
+        switch operation {
+        case let .message(text, replyTo):
+            guard MessageText.isClean(text) else { return "text breaks the text rules" }
+            if let replyTo, state.message(replyTo) == nil { return "replies to an unknown message" }
+        case let .edit(target, text):
+            guard MessageText.isClean(text) else { return "text breaks the text rules" }
+            return ownMessage(target)
+        case let .delete(target):
+            return ownMessage(target)
+        case let .react(target, _), let .unreact(target):
+            if valid.contains(where: { $0.entry.id == target }) { return "cannot react to system messages" }
+            guard let message = state.message(target), let targetEntry = contentByID[target],
+                targetEntry.precedes(entry)
+            else { return "names an unknown message" }
+            if message.deleted { return "message deleted" }
+        case let .receipt(readUpTo):
+            guard entry.header.dependencies.dominates(readUpTo) else { return "reads beyond what it has" }
+        }
+        return nil
+    }
+
+    // MARK: - Receipts
+
+    mutating func computeReceipts() {
+        var marks = [AuthorID: ReaderMarks]()
+        for entry in valid.map(\.entry) + contentValid {
+            var mark = marks[entry.author] ?? ReaderMarks(delivered: VectorClock(), read: VectorClock())
+            var own = entry.header.dependencies
+            own[entry.author] = max(own[entry.author], entry.header.sequence)
+            mark.delivered = mark.delivered.merged(with: own)
+            if case let .content(.receipt(readUpTo)) = entry.body {
+                mark.read = mark.read.merged(with: readUpTo)
+                state.readReceipts[entry.author, default: []].append((readUpTo, displayed[entry.id]!))
+            }
+            marks[entry.author] = mark
+        }
+        state.receipts = marks
+    }
+}

@@ -1,0 +1,136 @@
+/// A member as the rules see them at some point.
+public struct MemberInfo: Hashable, Sendable {
+    public var role: MemberRole
+    public var flags: MemberFlags
+    /// Where the add that made them a member sits in the total order (seniority for creator hand-over).
+    public var joined: EntryPosition
+}
+
+/// A key epoch: opened by a commit, sealed to `roster`.
+public struct EpochInfo: Hashable, Sendable {
+    public let id: EpochID
+    public let roster: [AuthorID]
+    public let parents: [EpochID]
+    public let position: EntryPosition
+}
+
+/// A message in the timeline with everything that happened to it.
+public struct TimelineMessage: Hashable, Sendable {
+    public let id: RecordID
+    public let author: AuthorID
+    public let sequence: UInt64
+    public let position: EntryPosition
+    /// The author's creation time, clamped so it never goes before its causal predecessors' (monotone).
+    public let displayedAtMillis: Int64
+    public let replyTo: RecordID?
+    /// Every version kept, oldest first; the last is the current text. At most `editVersionsMax`.
+    public var versions: [String]
+    public var editCount: Int
+    public var deleted: Bool
+
+    public var text: String { deleted ? "" : versions.last ?? "" }
+    public var edited: Bool { editCount > 0 }
+}
+
+/// A change to the group shown apart from chat lines (SPEC F3). Reactions to these are refused.
+public struct SystemEvent: Hashable, Sendable {
+    public enum Change: Hashable, Sendable {
+        case created(kind: ConversationKind, title: String?, members: [AuthorID])
+        case added([AuthorID])
+        case removed([AuthorID])
+        case left
+        case renamed(String?)
+        case roleChanged(AuthorID, MemberRole)
+        case flagsChanged(AuthorID, MemberFlags)
+        case rekeyed
+    }
+
+    public let id: RecordID
+    public let author: AuthorID
+    public let position: EntryPosition
+    public let displayedAtMillis: Int64
+    public let change: Change
+}
+
+/// One line of the timeline.
+public enum TimelineItem: Hashable, Sendable {
+    case message(TimelineMessage)
+    case system(SystemEvent)
+
+    public var id: RecordID {
+        switch self {
+        case let .message(message): message.id
+        case let .system(event): event.id
+        }
+    }
+
+    public var position: EntryPosition {
+        switch self {
+        case let .message(message): message.position
+        case let .system(event): event.position
+        }
+    }
+}
+
+/// What a reader has received and read, as causal positions (vector clocks) in the conversation.
+public struct ReaderMarks: Hashable, Sendable {
+    /// Everything this member's node held when it last wrote anything here.
+    public var delivered: VectorClock
+    /// Everything this member has viewed ("read up to here").
+    public var read: VectorClock
+}
+
+/// The whole derived state of one conversation: a deterministic function of the set of records held.
+public struct ConversationState: Hashable, Sendable {
+    public internal(set) var kind: ConversationKind?
+    public internal(set) var title: String?
+    public internal(set) var creator: AuthorID?
+    public internal(set) var members: [AuthorID: MemberInfo] = [:]
+    public internal(set) var epochs: [EpochID: EpochInfo] = [:]
+    /// The epoch new records must use, or nil while a re-key is pending (`rekeyDuty` says who must do it).
+    public internal(set) var currentEpoch: EpochID?
+    /// Epochs that are not an ancestor of another epoch: more than one means concurrent commits.
+    public internal(set) var epochHeads: [EpochID] = []
+    /// The member expected to re-key when no epoch matches the roster (after a leave, or concurrent commits):
+    /// the smallest identity among the members.
+    public internal(set) var rekeyDuty: AuthorID?
+    /// Messages and system events in display order: (Lamport number, record id).
+    public internal(set) var timeline: [TimelineItem] = []
+    /// message → person → reaction.
+    public internal(set) var reactions: [RecordID: [AuthorID: Reaction]] = [:]
+    public internal(set) var receipts: [AuthorID: ReaderMarks] = [:]
+    /// Records every member rejects, with the rule they broke.
+    public internal(set) var rejected: [RecordID: String] = [:]
+    /// Records this reader cannot decrypt.
+    public internal(set) var unreadable: Set<RecordID> = []
+
+    public var exists: Bool { kind != nil }
+    public var isDirect: Bool { kind == .direct }
+    public var sortedMembers: [AuthorID] { members.keys.sorted() }
+
+    /// The message with this id, if it is a valid message.
+    public func message(_ id: RecordID) -> TimelineMessage? {
+        guard let index = messageIndex[id], case let .message(message) = timeline[index] else { return nil }
+        return message
+    }
+
+    var messageIndex: [RecordID: Int] = [:]
+    /// Recipients of each message: members at its causal position other than its author.
+    var recipientsAtSend: [RecordID: [AuthorID]] = [:]
+    /// Each reader's receipts: what they covered, and when (displayed time).
+    var readReceipts: [AuthorID: [(readUpTo: VectorClock, atMillis: Int64)]] = [:]
+    /// Valid records' entries by id (for causality checks in status queries).
+    var validEntries: [RecordID: ConversationEntry] = [:]
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.kind == rhs.kind && lhs.title == rhs.title && lhs.creator == rhs.creator && lhs.members == rhs.members
+            && lhs.epochs == rhs.epochs && lhs.currentEpoch == rhs.currentEpoch && lhs.timeline == rhs.timeline
+            && lhs.reactions == rhs.reactions && lhs.receipts == rhs.receipts && lhs.rejected == rhs.rejected
+            && lhs.unreadable == rhs.unreadable && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(timeline)
+        hasher.combine(members)
+    }
+}

@@ -1,0 +1,327 @@
+import Foundation
+public import NatterCrypto
+import Synchronization
+public import NatterModel
+
+/// Why a conversation action was refused, in words a person can act on.
+public enum ConversationError: Error, Equatable, Sendable, CustomStringConvertible {
+    case noSuchConversation
+    case text(MessageText.Problem)
+    case invalidTitle
+    case unknownProfile(AuthorID)
+    case waitingForRekey
+    /// A membership change this node cannot read: it was removed (or left out of a new epoch).
+    case lockedOut
+    /// The rules every member applies would reject it; the reason is theirs.
+    case refused(String)
+
+    public var description: String {
+        switch self {
+        case .noSuchConversation: "no such conversation"
+        case let .text(problem): problem.description
+        case .invalidTitle: "Title is too long (max \(ConversationLimits.titleCharactersMax) characters)"
+        case let .unknownProfile(author):
+            "no profile from \(author.shortHex) yet (their name and key arrive when you sync with them)"
+        case .waitingForRekey: "waiting for the group to re-key after a membership change; try again shortly"
+        case .lockedOut: "you are no longer a member of this conversation (a membership change was sealed without you)"
+        case let .refused(reason): reason
+        }
+    }
+}
+
+/// A conversation as this node sees it: the derived state and the epoch keys it holds.
+public struct ConversationSnapshot: Sendable {
+    public let id: ConversationID
+    public let context: ConversationContext
+    public let state: ConversationState
+    public let keys: [EpochID: SymmetricKey]
+    let entries: [ConversationEntry]
+
+    /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
+    public var lockedOut: Bool {
+        entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
+    }
+}
+
+/// Authoring and reading conversations on top of the record log: turns user intent into records (encrypted
+/// under the right epoch, checked against the same rules every member applies) and records into state.
+///
+/// Not thread-safe by itself: the node drives it from one place, as it does ingest.
+public final class Conversations: Sendable {
+    public let store: RecordStore
+    public let identity: LocalIdentity
+    private var me: AuthorID { identity.author }
+
+    /// Direct conversation id → peer, for every profile seen so far (an X25519 agreement each, so cached).
+    private let directPeers = Mutex<(known: Set<AuthorID>, peers: [ConversationID: AuthorID])>(([], [:]))
+
+    public init(store: RecordStore, identity: LocalIdentity) {
+        self.store = store
+        self.identity = identity
+    }
+
+    // MARK: - Profiles
+
+    /// Publishes (or updates) this identity's profile: display name and certified encryption key.
+    @discardableResult
+    public func publishProfile(name: String, now: Int64) throws -> Record {
+        let clean = try DisplayName.validate(name)
+        let profile = Profile(name: clean, certificate: identity.certificate)
+        return try store.appendOwn(
+            conversation: .profileFeed(of: me), kind: .plain, epoch: .none, createdAtMillis: now,
+            identity: identity.signing
+        ) { _ in profile.encoded() }
+    }
+
+    /// The latest applied profile of `author`.
+    public func profile(of author: AuthorID) throws -> Profile? {
+        let feed = ConversationID.profileFeed(of: author)
+        guard let state = try store.feeds(of: feed).first(where: { $0.author == author }), state.applied > 0 else {
+            return nil
+        }
+        return try store.records(conversation: feed, author: author, from: state.applied, limit: 1).first
+            .flatMap { Profile.decode($0.payload, author: author) }
+    }
+
+    /// The id of the direct conversation with `peer` (needs the peer's profile for its encryption key).
+    public func directConversationID(with peer: AuthorID) throws -> ConversationID {
+        guard let profile = try profile(of: peer) else { throw ConversationError.unknownProfile(peer) }
+        return ConversationContext.directID(agreement: try identity.encryption.agreement(with: profile.encryptionKey))
+    }
+
+    /// What this node knows about who may found `conversation`: for the direct conversation with a peer whose
+    /// profile we hold, the two parties.
+    public func context(for conversation: ConversationID) throws -> ConversationContext {
+        let authors = try store.feeds().filter { $0.applied > 0 && $0.conversation == .profileFeed(of: $0.author) }
+            .map(\.author)
+        let peer: AuthorID? = directPeers.withLock { cache in
+            for author in authors where author != me && !cache.known.contains(author) {
+                cache.known.insert(author)
+                if let id = try? directConversationID(with: author) { cache.peers[id] = author }
+            }
+            return cache.peers[conversation]
+        }
+        guard let peer else { return ConversationContext(conversation: conversation) }
+        return ConversationContext(conversation: conversation, directParties: [me, peer])
+    }
+
+    // MARK: - Reading
+
+    /// Derives the conversation's state from its applied records.
+    public func snapshot(of conversation: ConversationID) throws -> ConversationSnapshot {
+        let records = try store.appliedRecords(of: conversation)
+        let context = try context(for: conversation)
+        let (entries, keys) = ConversationReader(member: me, keyPair: identity.encryption).read(records)
+        return ConversationSnapshot(
+            id: conversation, context: context, state: ConversationRules.derive(entries, context: context), keys: keys,
+            entries: entries)
+    }
+
+    // MARK: - Authoring: conversations
+
+    /// Founds a group with `members` (not including yourself). Returns its id.
+    @discardableResult
+    public func createGroup(title: String?, members: [AuthorID], now: Int64) throws -> ConversationID {
+        guard let clean = GroupTitle.clean(title) else { throw ConversationError.invalidTitle }
+        let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
+        let id = ConversationContext.groupID(creator: me, salt: salt)
+        let operation = ControlOperation.create(kind: .group, title: clean, members: members, salt: salt)
+        _ = try commit(operation, in: id, now: now, salt: salt)
+        return id
+    }
+
+    /// Sends `text` to a direct conversation with `peer`, founding it first if it does not exist yet: the
+    /// conversation and its first message come into being together.
+    @discardableResult
+    public func sendDirect(_ text: String, to peer: AuthorID, now: Int64) throws -> Record {
+        let id = try directConversationID(with: peer)
+        let snapshot = try snapshot(of: id)
+        if !snapshot.state.exists || snapshot.state.currentEpoch == nil {
+            let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
+            _ = try commit(.create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now, salt: salt)
+        }
+        return try send(text, in: id, now: now)
+    }
+
+    // MARK: - Authoring: content
+
+    @discardableResult
+    public func send(_ text: String, in conversation: ConversationID, replyTo: RecordID? = nil, now: Int64) throws
+        -> Record
+    {
+        let clean: String
+        do {
+            clean = try MessageText.clean(text)
+        } catch {
+            throw ConversationError.text(error)
+        }
+        return try content(.message(text: clean, replyTo: replyTo), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func edit(_ message: RecordID, to text: String, in conversation: ConversationID, now: Int64) throws -> Record {
+        let clean: String
+        do {
+            clean = try MessageText.clean(text)
+        } catch {
+            throw ConversationError.text(error)
+        }
+        return try content(.edit(target: message, text: clean), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func delete(_ message: RecordID, in conversation: ConversationID, now: Int64) throws -> Record {
+        try content(.delete(target: message), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func react(_ reaction: Reaction, to message: RecordID, in conversation: ConversationID, now: Int64) throws
+        -> Record
+    {
+        try content(.react(target: message, reaction: reaction), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func unreact(_ message: RecordID, in conversation: ConversationID, now: Int64) throws -> Record {
+        try content(.unreact(target: message), in: conversation, now: now)
+    }
+
+    /// Marks everything this node holds in the conversation as read ("read up to here").
+    @discardableResult
+    public func markRead(_ conversation: ConversationID, now: Int64) throws -> Record {
+        try content(.receipt(readUpTo: try store.appliedClock(of: conversation)), in: conversation, now: now)
+    }
+
+    // MARK: - Authoring: control
+
+    @discardableResult
+    public func add(_ members: [AuthorID], to conversation: ConversationID, now: Int64) throws -> Record {
+        try commit(.add(members: members), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func remove(_ members: [AuthorID], from conversation: ConversationID, now: Int64) throws -> Record {
+        try commit(.remove(members: members), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func leave(_ conversation: ConversationID, now: Int64) throws -> Record {
+        try commit(.leave, in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func rename(_ conversation: ConversationID, to title: String?, now: Int64) throws -> Record {
+        guard let clean = GroupTitle.clean(title) else { throw ConversationError.invalidTitle }
+        return try commit(.rename(title: clean), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func setRole(_ role: MemberRole, of member: AuthorID, in conversation: ConversationID, now: Int64) throws
+        -> Record
+    {
+        try commit(.setRole(member: member, role: role), in: conversation, now: now)
+    }
+
+    @discardableResult
+    public func setFlags(_ flags: MemberFlags, of member: AuthorID, in conversation: ConversationID, now: Int64) throws
+        -> Record
+    {
+        try commit(.setFlags(member: member, flags: flags), in: conversation, now: now)
+    }
+
+    /// Opens a fresh epoch for the current roster, chaining every epoch head whose key we hold: after a leave,
+    /// to merge concurrent epochs, or periodically.
+    @discardableResult
+    public func rekey(_ conversation: ConversationID, now: Int64) throws -> Record {
+        try commit(.rekey, in: conversation, now: now)
+    }
+
+    // MARK: - Appending
+
+    /// Appends a content record under the current epoch, refusing what every member would reject.
+    private func content(_ operation: ContentOperation, in conversation: ConversationID, now: Int64) throws -> Record {
+        let snapshot = try snapshot(of: conversation)
+        guard snapshot.state.exists else { throw ConversationError.noSuchConversation }
+        guard !snapshot.lockedOut else { throw ConversationError.lockedOut }
+        guard let epoch = snapshot.state.currentEpoch, let key = snapshot.keys[epoch] else {
+            throw ConversationError.waitingForRekey
+        }
+        return try store.appendOwn(
+            conversation: conversation, kind: .content, epoch: epoch, createdAtMillis: now, identity: identity.signing
+        ) { header in
+            let payload = ConversationPayload.sealContent(operation, key: key, header: RecordCodec.encodeHeader(header))
+            try self.check(.content(operation), header: header, against: snapshot)
+            return payload
+        }
+    }
+
+    /// Appends a commit: in-epoch operations under the current epoch, epoch-opening ones with a fresh key sealed to
+    /// the resulting roster and the parent epochs' keys chained under it.
+    private func commit(_ operation: ControlOperation, in conversation: ConversationID, now: Int64, salt: [UInt8]? = nil)
+        throws -> Record
+    {
+        let snapshot = try snapshot(of: conversation)
+        let state = snapshot.state
+        if case .create = operation {} else {
+            guard state.exists else { throw ConversationError.noSuchConversation }
+            guard !snapshot.lockedOut else { throw ConversationError.lockedOut }
+        }
+        guard operation.opensEpoch else {
+            guard let epoch = state.currentEpoch, let key = snapshot.keys[epoch] else {
+                throw ConversationError.waitingForRekey
+            }
+            return try store.appendOwn(
+                conversation: conversation, kind: .commit, epoch: epoch, createdAtMillis: now,
+                identity: identity.signing
+            ) { header in
+                try self.check(.control(operation, opening: nil), header: header, against: snapshot)
+                return ConversationPayload.sealInEpochCommit(operation, key: key, header: RecordCodec.encodeHeader(header))
+            }
+        }
+        let parents = state.epochHeads.filter { snapshot.keys[$0] != nil }
+        if case .create = operation {} else if parents.isEmpty { throw ConversationError.waitingForRekey }
+        let roster = try roster(after: operation, state: state)
+        let sealedTo = try roster.sorted().map { member in
+            guard let profile = try profile(of: member) else { throw ConversationError.unknownProfile(member) }
+            return (member, profile.encryptionKey)
+        }
+        let salt = salt ?? SecureRandom.bytes(ConversationLimits.saltBytes)
+        let newKey = SymmetricKey.generate()
+        return try store.appendOwn(
+            conversation: conversation, kind: .commit, epoch: parents.first ?? .none, createdAtMillis: now,
+            identity: identity.signing
+        ) { header in
+            let payload = try ConversationPayload.sealOpeningCommit(
+                operation, newKey: newKey, parents: parents.map { ($0, snapshot.keys[$0]!) }, roster: sealedTo,
+                salt: salt, header: RecordCodec.encodeHeader(header))
+            let hints = roster.sorted().map { ConversationPayload.hint(for: $0, salt: salt) }
+            try self.check(
+                .control(operation, opening: EpochOpening(parents: parents, salt: salt, hints: hints)), header: header,
+                against: snapshot)
+            return payload
+        }
+    }
+
+    /// The roster an epoch-opening operation seals to, from the author's current view.
+    private func roster(after operation: ControlOperation, state: ConversationState) throws -> Set<AuthorID> {
+        let current = Set(state.members.keys)
+        switch operation {
+        case let .create(_, _, members, _): return Set(members + [me])
+        case let .add(members): return current.union(members)
+        case let .remove(members): return current.subtracting(members)
+        case .rekey: return current
+        case .leave, .rename, .setRole, .setFlags: return current
+        }
+    }
+
+    /// Runs the rules on the conversation plus the record about to be written; throws their reason if every
+    /// member would reject it, which aborts the append (nothing is written).
+    private func check(_ body: ConversationEntry.Body, header: RecordHeader, against snapshot: ConversationSnapshot)
+        throws
+    {
+        let probe = RecordID(bytes: [UInt8](repeating: 0xFF, count: 32))
+        let entry = ConversationEntry(id: probe, header: header, body: body)
+        let state = ConversationRules.derive(snapshot.entries + [entry], context: snapshot.context)
+        if let reason = state.rejected[probe] { throw ConversationError.refused(reason) }
+    }
+}
