@@ -28,6 +28,14 @@ let package = Package(
         .target(name: "NatterCrypto", dependencies: ["CSodium"], swiftSettings: strictSettings),
         // Pure value types and rules: ids, the record envelope, its canonical codec, vector clocks, limits.
         .target(name: "NatterModel", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
+        // Pure, sans-IO link and sync machines: the Noise link handshake and its secure channel, so far.
+        // HANDSHAKE.md (the byte layouts) sits beside the code until it moves into docs/protocol.md.
+        .target(
+            name: "NatterSync",
+            dependencies: ["NatterModel", "NatterCrypto"],
+            exclude: ["Noise/HANDSHAKE.md"],
+            swiftSettings: strictSettings
+        ),
         // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.
         .target(
             name: "NatterStore",
@@ -55,6 +63,11 @@ let package = Package(
             name: "NatterModelTests",
             dependencies: ["NatterModel", "NatterCrypto"],
             resources: [],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterSyncTests",
+            dependencies: ["NatterSync", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
         .testTarget(
