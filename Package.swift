@@ -29,11 +29,10 @@ let package = Package(
         // Pure value types and rules: ids, the record envelope, its canonical codec, vector clocks, limits.
         .target(name: "NatterModel", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
         // Pure, sans-IO link and sync machines: the Noise link handshake and its secure channel, so far.
-        // HANDSHAKE.md (the byte layouts) sits beside the code until it moves into docs/protocol.md.
+        // Sans-IO state machines for links: the Noise XXpsk0 handshake and the secure channel (sync comes next).
         .target(
             name: "NatterSync",
             dependencies: ["NatterModel", "NatterCrypto"],
-            exclude: ["Noise/HANDSHAKE.md"],
             swiftSettings: strictSettings
         ),
         // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.

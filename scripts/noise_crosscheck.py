@@ -10,7 +10,7 @@ the same keys, produce the same bytes.
     pip install noiseprotocol==0.3.1
     python3 scripts/noise_crosscheck.py
 
-Layouts are in Sources/NatterSync/Noise/HANDSHAKE.md. Two things need noiseprotocol's internals:
+Layouts are in docs/protocol.md §2. Two things need noiseprotocol's internals:
   * fixed ephemeral keys: `set_keypair_from_private_bytes(Keypair.EPHEMERAL, ...)`, which it allows for testing
     (with a warning, silenced here);
   * the identity binding signs the handshake hash *just before* the payload is encrypted, which noiseprotocol does

@@ -35,7 +35,7 @@ public enum LinkError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An application message is larger than `Limits.applicationMessageBytesMax` (announced by the peer, or handed
     /// to `send`).
     case messageTooLarge(bytes: Int, limit: Int)
-    /// A payload decrypted but its layout is wrong (see HANDSHAKE.md).
+    /// A payload decrypted but its layout is wrong (see docs/protocol.md §2).
     case malformedPayload(Stage, String)
     /// A message arrived that the link does not expect in its state: a replayed handshake message, bytes after the
     /// handshake finished, data after a goodbye.

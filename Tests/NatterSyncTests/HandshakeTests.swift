@@ -29,7 +29,7 @@ struct HandshakeTests {
         #expect(initiator.version == 1 && responder.version == 1)
         #expect(initiator.handshakeHash == responder.handshakeHash && initiator.handshakeHash.count == 64)
         #expect(initiator.unreadBytes.isEmpty && responder.unreadBytes.isEmpty)
-        // Message sizes of version 1 (HANDSHAKE.md): 2 + 51, 2 + 194, 2 + 160.
+        // Message sizes of version 1 (docs/protocol.md §2): 2 + 51, 2 + 194, 2 + 160.
         #expect(run.transcript.map(\.count) == [53, 196, 162])
     }
 

@@ -1,7 +1,7 @@
 internal import NatterCrypto
 
 /// The version list of handshake message 1 (and of a message 2 that refuses): `count: u8` then `count` versions as
-/// u16 big-endian, strictly ascending, none zero (HANDSHAKE.md).
+/// u16 big-endian, strictly ascending, none zero (docs/protocol.md §2).
 enum VersionList {
     /// Whether `versions` is a list this node may offer: 1 to `Limits.versionsOfferedMax` entries, strictly
     /// ascending, none zero.

@@ -49,7 +49,7 @@ public struct LinkEstablished: Sendable {
 }
 
 /// The link handshake, `Noise_XXpsk0_25519_ChaChaPoly_SHA512` with natter's payloads, as a sans-IO state machine for
-/// either role (byte layouts in HANDSHAKE.md).
+/// either role (byte layouts in docs/protocol.md §2).
 ///
 /// Inputs are `start()`, `receive(_:)` (bytes from the connection, in any chunking) and `endOfInput()`; each
 /// returns the actions the caller must carry out in order: send bytes, take the established link, or close the

@@ -2,7 +2,7 @@ public import NatterCrypto
 
 /// An X25519 key pair as the link handshake uses it: a node's Noise static key, or one handshake's ephemeral key.
 ///
-/// The static key is bound to the node's identity by a signature in every handshake (HANDSHAKE.md), so it may be
+/// The static key is bound to the node's identity by a signature in every handshake (docs/protocol.md §2), so it may be
 /// long-lived or fresh per run. Ephemeral keys must be fresh for every handshake; this module never draws randomness
 /// itself, so the caller makes them with `generate(using:)` and a secure generator (`SecureRandomGenerator`), and
 /// tests pass fixed ones.
