@@ -28,7 +28,6 @@ let package = Package(
         .target(name: "NatterCrypto", dependencies: ["CSodium"], swiftSettings: strictSettings),
         // Pure value types and rules: ids, the record envelope, its canonical codec, vector clocks, limits.
         .target(name: "NatterModel", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
-        // Pure, sans-IO link and sync machines: the Noise link handshake and its secure channel, so far.
         // Sans-IO state machines for links: the Noise XXpsk0 handshake and the secure channel (sync comes next).
         .target(
             name: "NatterSync",
