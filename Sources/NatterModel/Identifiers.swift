@@ -15,11 +15,11 @@ public struct Bytes32: Hashable, Comparable, Sendable {
     /// Exactly 32 bytes; anything else is a programming error (untrusted input goes through the decoder).
     public init(_ bytes: some Collection<UInt8>) {
         precondition(bytes.count == Self.byteCount, "Bytes32 needs exactly 32 bytes, got \(bytes.count)")
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (index, byte) in bytes.enumerated() {
-            words[index / 8] = words[index / 8] << 8 | UInt64(byte)
+        if let fast = bytes.withContiguousStorageIfAvailable({ Bytes32(reading: UnsafeRawBufferPointer($0), at: 0) }) {
+            self = fast
+            return
         }
-        self.init(words: (words[0], words[1], words[2], words[3]))
+        self.init(Array(bytes))
     }
 
     /// The 32 bytes.

@@ -35,26 +35,31 @@ public struct FeedState: Equatable, Sendable {
         stalledReason = nil
     }
 
+    /// The columns `init(row:)` reads, in its order.
+    static let columns = "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason"
+
+    /// Reads a row of `columns` by position (the schema's order), which is much cheaper than by name.
     init(row: Row) {
-        conversation = ConversationID(bytes: Array(row["conversation"] as Data))
-        author = AuthorID(bytes: Array(row["author"] as Data))
-        stored = UInt64(row["stored_sequence"] as Int64)
-        storedHead = RecordID(bytes: Array(row["stored_head"] as Data))
-        applied = UInt64(row["applied_sequence"] as Int64)
-        appliedHead = RecordID(bytes: Array(row["applied_head"] as Data))
-        appliedLamport = UInt64(row["applied_lamport"] as Int64)
-        forkSequence = (row["fork_sequence"] as Int64?).map(UInt64.init)
-        stalledReason = row["stalled_reason"]
+        conversation = ConversationID(bytes: (row[0] as Data))
+        author = AuthorID(bytes: (row[1] as Data))
+        stored = UInt64(row[2] as Int64)
+        storedHead = RecordID(bytes: (row[3] as Data))
+        applied = UInt64(row[4] as Int64)
+        appliedHead = RecordID(bytes: (row[5] as Data))
+        appliedLamport = UInt64(row[6] as Int64)
+        forkSequence = (row[7] as Int64?).map(UInt64.init)
+        stalledReason = row[8]
     }
 
     static func fetchAll(_ db: Database, conversation: ConversationID?) throws -> [FeedState] {
         if let conversation {
             return try Row.fetchAll(
-                db, sql: "SELECT * FROM feed WHERE conversation = ? ORDER BY author",
+                db, sql: "SELECT \(columns) FROM feed WHERE conversation = ? ORDER BY author",
                 arguments: [Data(conversation.bytes)]
             ).map(FeedState.init(row:))
         }
-        return try Row.fetchAll(db, sql: "SELECT * FROM feed ORDER BY conversation, author").map(FeedState.init(row:))
+        return try Row.fetchAll(db, sql: "SELECT \(columns) FROM feed ORDER BY conversation, author")
+            .map(FeedState.init(row:))
     }
 
     func save(_ db: Database) throws {

@@ -43,7 +43,7 @@ struct IngestSession {
     private mutating func feed(_ key: FeedKey) throws -> FeedState {
         if let cached = cache[key] { return cached }
         let row = try Row.fetchOne(
-            db, sql: "SELECT * FROM feed WHERE conversation = ? AND author = ?",
+            db, sql: "SELECT \(FeedState.columns) FROM feed WHERE conversation = ? AND author = ?",
             arguments: [Data(key.conversation.bytes), Data(key.author.bytes)])
         let state = row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
         cache[key] = state

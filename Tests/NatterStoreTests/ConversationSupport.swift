@@ -23,6 +23,13 @@ final class Replica {
         try conversations.publishProfile(name: name, now: clock)
     }
 
+    init(name: String, identity: LocalIdentity) {
+        self.name = name
+        self.identity = identity
+        store = try! RecordStore.inMemory()
+        conversations = Conversations(store: store, identity: identity)
+    }
+
     var id: AuthorID { identity.author }
 
     func tick() -> Int64 {
@@ -30,9 +37,23 @@ final class Replica {
         return clock
     }
 
-    /// Receives everything `other` holds.
+    /// Receives everything `other` holds that this replica lacks (per feed, beyond what it stores: what the sync
+    /// engine will do, without the wire).
     func pull(from other: Replica) throws {
-        _ = try deliver(try other.store.allRecords(), to: store, batchSizes: 1...64, rng: nil)
+        struct Key: Hashable {
+            let conversation: ConversationID
+            let author: AuthorID
+        }
+        var mine = [Key: UInt64]()
+        for feed in try store.feeds() { mine[Key(conversation: feed.conversation, author: feed.author)] = feed.stored }
+        var missing = [Record]()
+        for feed in try other.store.feeds() {
+            let have = mine[Key(conversation: feed.conversation, author: feed.author)] ?? 0
+            guard feed.stored > have else { continue }
+            missing += try other.store.records(
+                conversation: feed.conversation, author: feed.author, from: have + 1, limit: Int(feed.stored - have))
+        }
+        if !missing.isEmpty { _ = try deliver(missing, to: store, batchSizes: 1...256, rng: nil) }
     }
 
     func state(_ conversation: ConversationID) throws -> ConversationState {

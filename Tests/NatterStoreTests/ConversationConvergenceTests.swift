@@ -1,0 +1,129 @@
+// Goal: every member of a conversation derives the same state from the same records, whatever happened on the
+// way — concurrent adds, removes, renames, role changes, messages, edits, deletes, reactions and receipts, with
+// partial exchanges in between. Method: seeded random scenarios over 3–8 replicas with real stores and keys; after
+// a full exchange (and the re-keys the rules ask for), every current member's digest and timeline must match, and
+// a second copy of each member, fed the same records in a random order and random batches, must match too.
+import Foundation
+import NatterCrypto
+import NatterModel
+import NatterStore
+import Testing
+
+@Suite("Conversation convergence")
+struct ConversationConvergenceTests {
+    /// One random scenario; returns a description of any divergence (nil when every check holds).
+    static func run(seed: UInt64) throws -> String? {
+        var rng = SeededGenerator(seed: seed)
+        let count = Int.random(in: 3...8, using: &rng)
+        let replicas = try (0..<count).map { try Replica("P\($0)", seed: seed &* 1_000 &+ UInt64($0)) }
+        try introduce(replicas)
+        var conversations = [ConversationID]()
+        let founder = replicas[0]
+        let founding = replicas.dropFirst().filter { _ in Bool.random(using: &rng) }.map(\.id)
+        conversations.append(try founder.conversations.createGroup(
+            title: "g\(seed)", members: founding.isEmpty ? [replicas[1].id] : founding, now: founder.tick()))
+        conversations.append(try replicas[1].conversations.sendDirect("hi", to: replicas[2].id, now: 1).header.conversation)
+
+        for _ in 0..<Int.random(in: 20...45, using: &rng) {
+            let actor = replicas.randomElement(using: &rng)!
+            let conversation = conversations.randomElement(using: &rng)!
+            if Int.random(in: 0..<4, using: &rng) == 0 {
+                // A partial exchange: the actor pulls a random subset of what someone else holds.
+                let source = replicas.randomElement(using: &rng)!
+                let records = try source.store.allRecords().filter { _ in Int.random(in: 0..<3, using: &rng) > 0 }
+                _ = try deliver(records, to: actor.store, batchSizes: 1...8, rng: &rng)
+                continue
+            }
+            try? act(actor, in: conversation, replicas: replicas, rng: &rng)
+        }
+        // Heal: exchange everything, let the duty members re-key, exchange again.
+        try syncAll(replicas)
+        for _ in 0..<4 {
+            var rekeyed = false
+            for conversation in conversations {
+                for replica in replicas {
+                    let snapshot = try replica.conversations.snapshot(of: conversation)
+                    if snapshot.state.rekeyDuty == replica.id, snapshot.state.members[replica.id] != nil,
+                        !snapshot.lockedOut
+                    {
+                        if (try? replica.conversations.rekey(conversation, now: replica.tick())) != nil { rekeyed = true }
+                    }
+                }
+            }
+            if !rekeyed { break }
+            try syncAll(replicas)
+        }
+        for conversation in conversations {
+            let states = try replicas.map { try $0.conversations.snapshot(of: conversation) }
+            let members = replicas.indices.filter { index in
+                states[index].state.members[replicas[index].id] != nil && !states[index].lockedOut
+            }
+            guard let first = members.first else { continue }
+            let reference = states[first].state
+            for index in members.dropFirst() where states[index].state.digest() != reference.digest() {
+                return "seed \(seed): \(replicas[index].name) and \(replicas[first].name) differ in \(conversation.shortHex)"
+                    + "\n  members \(states[index].state.sortedMembers) vs \(reference.sortedMembers)"
+                    + "\n  timeline \(states[index].state.timeline.count) vs \(reference.timeline.count)"
+                    + "\n  rejected \(states[index].state.rejected) vs \(reference.rejected)"
+                    + "\n  unreadable \(states[index].state.unreadable.count) vs \(reference.unreadable.count)"
+            }
+            // Order independence: a second copy of one member, fed everything in a random order.
+            let member = replicas[members.randomElement(using: &rng)!]
+            let twin = Replica(cloneOf: member)
+            _ = try deliver(try member.store.allRecords(), to: twin.store, batchSizes: 1...16, rng: &rng)
+            let twinState = try twin.conversations.snapshot(of: conversation).state
+            if twinState.digest() != reference.digest() { return "seed \(seed): order changed the state of \(conversation.shortHex)" }
+            if twinState.timeline.map(\.id) != reference.timeline.map(\.id) { return "seed \(seed): timelines differ" }
+        }
+        return nil
+    }
+
+    /// One random user action; refusals (what the rules would reject) are simply skipped.
+    static func act(_ actor: Replica, in conversation: ConversationID, replicas: [Replica],
+                    rng: inout SeededGenerator) throws {
+        let service = actor.conversations
+        let state = try actor.state(conversation)
+        let now = actor.tick()
+        let messages = state.timeline.compactMap { item -> TimelineMessage? in
+            if case let .message(message) = item { return message }
+            return nil
+        }
+        let own = messages.filter { $0.author == actor.id && !$0.deleted }
+        let others = replicas.map(\.id).filter { $0 != actor.id }
+        switch Int.random(in: 0..<14, using: &rng) {
+        case 0...3: try service.send("m\(rng.next() % 1000)", in: conversation, replyTo: messages.randomElement(using: &rng)?.id, now: now)
+        case 4: if let target = own.randomElement(using: &rng) { try service.edit(target.id, to: "e\(rng.next() % 100)", in: conversation, now: now) }
+        case 5: if let target = own.randomElement(using: &rng) { try service.delete(target.id, in: conversation, now: now) }
+        case 6: if let target = messages.randomElement(using: &rng) {
+            try service.react(Reaction.allCases.randomElement(using: &rng)!, to: target.id, in: conversation, now: now) }
+        case 7: if let target = messages.randomElement(using: &rng) { try service.unreact(target.id, in: conversation, now: now) }
+        case 8: try service.markRead(conversation, now: now)
+        case 9: if let who = others.filter({ state.members[$0] == nil }).randomElement(using: &rng) {
+            try service.add([who], to: conversation, now: now) }
+        case 10: if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
+            try service.remove([who], from: conversation, now: now) }
+        case 11: try service.rename(conversation, to: "t\(rng.next() % 100)", now: now)
+        case 12: if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
+            if Bool.random(using: &rng) {
+                try service.setRole(Bool.random(using: &rng) ? .admin : .member, of: who, in: conversation, now: now)
+            } else {
+                try service.setFlags(MemberFlags(rawValue: UInt8.random(in: 0...7, using: &rng)), of: who, in: conversation, now: now)
+            } }
+        default:
+            if Int.random(in: 0..<4, using: &rng) == 0 { try service.leave(conversation, now: now) } else {
+                try service.rekey(conversation, now: now) }
+        }
+    }
+
+    @Test("members converge in every seeded scenario", arguments: 0..<500)
+    func converge(seed: UInt64) throws {
+        if let divergence = try Self.run(seed: seed) { Issue.record(Comment(rawValue: divergence)) }
+    }
+}
+
+extension Replica {
+    /// A second node with the same identity and an empty store (its own copy of a member).
+    convenience init(cloneOf other: Replica) {
+        self.init(name: other.name + "'", identity: other.identity)
+    }
+}
