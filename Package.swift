@@ -56,6 +56,8 @@ let package = Package(
             path: "Sources/natter-fuzz",
             swiftSettings: strictSettings
         ),
+        // Test support: a SQLite VFS that drops every write not yet fsynced when a power cut is simulated.
+        .target(name: "CPowerCutVFS", linkerSettings: [.linkedLibrary("sqlite3")]),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
         .testTarget(
             name: "NatterModelTests",
@@ -70,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NatterStoreTests",
-            dependencies: ["NatterStore", "NatterModel", "NatterCrypto", "natter"],
+            dependencies: ["NatterStore", "NatterModel", "NatterCrypto", "natter", "CPowerCutVFS"],
             swiftSettings: strictSettings
         ),
     ],
