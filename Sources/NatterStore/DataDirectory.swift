@@ -32,13 +32,26 @@ public struct DataDirectory: Sendable {
     /// Whether `natter init` has run here.
     public var isInitialised: Bool { FileManager.default.fileExists(atPath: identityFile) }
 
-    /// Creates the directory (and parents) with mode 0700 if missing.
+    /// Creates the directory (and parents) with mode 0700 if missing, and makes the new entry durable in its
+    /// parent (a power cut right after `init` must not lose the directory).
     public func create() throws(StoreError) {
+        let existed = FileManager.default.fileExists(atPath: path)
         do {
             try FileManager.default.createDirectory(
                 atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw .fileSystem(path: path, reason: "cannot create directory (\(error.localizedDescription))")
+        }
+        if !existed { try Self.syncDirectory((path as NSString).deletingLastPathComponent) }
+    }
+
+    /// fsync on a directory: makes the names created in it durable (file contents are synced separately).
+    static func syncDirectory(_ directory: String) throws(StoreError) {
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .fileSystem(path: directory, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else {
+            throw .fileSystem(path: directory, reason: "cannot sync directory: \(String(cString: strerror(errno)))")
         }
     }
 
@@ -123,6 +136,8 @@ public struct DataDirectory: Sendable {
         guard written == contents.count, fsync(fd) == 0 else {
             throw .fileSystem(path: file, reason: "write failed: \(String(cString: strerror(errno)))")
         }
+        // The file's name must survive a power cut too, or a second `init` would mint a new identity.
+        try Self.syncDirectory(path)
     }
 
     private func readSecretFile(_ file: String) throws(StoreError) -> [UInt8] {
