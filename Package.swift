@@ -72,7 +72,10 @@ let package = Package(
         ),
         .testTarget(
             name: "NatterStoreTests",
-            dependencies: ["NatterStore", "NatterModel", "NatterCrypto", "natter", "CPowerCutVFS"],
+            dependencies: [
+                "NatterStore", "NatterModel", "NatterCrypto", "natter", "CPowerCutVFS",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strictSettings
         ),
     ],

@@ -391,3 +391,17 @@ extension RecordStore {
         }
     }
 }
+
+extension RecordStore {
+    /// When each applied record of a conversation arrived here (local, viewer-specific time).
+    public func receiveTimes(of conversation: ConversationID) throws -> [RecordID: Int64] {
+        try writer.read { db in
+            var times = [RecordID: Int64]()
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT id, received_ms FROM record WHERE conversation = ?",
+                arguments: [Data(conversation.bytes)])
+            while let row = try rows.next() { times[RecordID(bytes: row[0] as Data)] = row[1] }
+            return times
+        }
+    }
+}

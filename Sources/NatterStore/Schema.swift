@@ -53,6 +53,63 @@ enum Schema {
             // Small facts about the store itself, such as whose identity wrote it.
             try db.execute(sql: "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID")
         }
+        migrator.registerMigration("v2-conversations") { db in
+            // Derived state of the conversations this node can read: a cache of ConversationRules.derive, rebuilt
+            // from the log at any time. Viewer-specific columns (unread, last activity) live here too.
+            try db.execute(sql: """
+                CREATE TABLE conversation (
+                    id BLOB PRIMARY KEY NOT NULL,
+                    kind INTEGER NOT NULL,
+                    title TEXT,
+                    creator BLOB,
+                    current_epoch BLOB,
+                    is_member INTEGER NOT NULL,
+                    digest BLOB NOT NULL,
+                    last_activity_ms INTEGER NOT NULL,
+                    preview TEXT,
+                    unread INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX conversation_by_activity ON conversation (last_activity_ms DESC);
+                CREATE TABLE conversation_member (
+                    conversation BLOB NOT NULL,
+                    member BLOB NOT NULL,
+                    role INTEGER NOT NULL,
+                    flags INTEGER NOT NULL,
+                    is_creator INTEGER NOT NULL,
+                    PRIMARY KEY (conversation, member)
+                ) WITHOUT ROWID;
+                CREATE TABLE timeline (
+                    id BLOB PRIMARY KEY NOT NULL,
+                    conversation BLOB NOT NULL,
+                    lamport INTEGER NOT NULL,
+                    author BLOB NOT NULL,
+                    is_system INTEGER NOT NULL,
+                    text TEXT,
+                    system_change TEXT,
+                    reply_to BLOB,
+                    edit_count INTEGER NOT NULL,
+                    deleted INTEGER NOT NULL,
+                    displayed_ms INTEGER NOT NULL,
+                    received_ms INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX timeline_by_position ON timeline (conversation, lamport, id);
+                CREATE TABLE reaction (
+                    message BLOB NOT NULL,
+                    person BLOB NOT NULL,
+                    reaction INTEGER NOT NULL,
+                    PRIMARY KEY (message, person)
+                ) WITHOUT ROWID;
+                """)
+            // Epoch keys, apart from everything else: the one table that must never be shown or exported.
+            try db.execute(sql: """
+                CREATE TABLE epoch_key (
+                    conversation BLOB NOT NULL,
+                    epoch BLOB NOT NULL,
+                    key BLOB NOT NULL,
+                    PRIMARY KEY (conversation, epoch)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

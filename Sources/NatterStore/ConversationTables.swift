@@ -1,0 +1,227 @@
+import Foundation
+import GRDB
+import NatterCrypto
+public import NatterModel
+
+/// A row of the conversation list (SPEC F5).
+public struct ConversationRow: Hashable, Sendable {
+    public let id: ConversationID
+    public let kind: ConversationKind
+    /// The title, or for direct chats the other person's name, or for untitled groups the members' names.
+    public let title: String
+    public let isMember: Bool
+    /// Local receive time of the last activity: what the list sorts by.
+    public let lastActivityMillis: Int64
+    /// The last message's first 100 characters ("Name: text" in groups), or nil.
+    public let preview: String?
+    public let unread: Int
+}
+
+/// A line of a conversation's history.
+public struct TimelineRow: Hashable, Sendable {
+    public let id: RecordID
+    public let author: AuthorID
+    public let lamport: UInt64
+    public let isSystem: Bool
+    /// The current text (nil when deleted or for system lines).
+    public let text: String?
+    /// A system line's description ("Alice added Bob").
+    public let systemText: String?
+    public let replyTo: RecordID?
+    public let editCount: Int
+    public let deleted: Bool
+    /// The creation time clamped between the causal predecessors' and the local receive time.
+    public let displayedAtMillis: Int64
+
+    /// A cursor for the page of older lines before this one.
+    public var cursor: TimelineCursor { TimelineCursor(lamport: lamport, id: id) }
+}
+
+/// Where a history page ends: lines strictly before (Lamport number, id).
+public struct TimelineCursor: Hashable, Sendable {
+    public let lamport: UInt64
+    public let id: RecordID
+}
+
+extension Conversations {
+    /// Characters of a message shown in the conversation list.
+    public static let previewCharacters = 100
+    /// Lines in a history page (SPEC F11).
+    public static let pageSize = 50
+
+    /// Re-derives `conversation` and rewrites its derived rows (list entry, members, timeline, reactions, epoch
+    /// keys) in one transaction. The tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the
+    /// same rows.
+    public func refresh(_ conversation: ConversationID) throws {
+        let snapshot = try snapshot(of: conversation)
+        let state = snapshot.state
+        let received = try store.receiveTimes(of: conversation)
+        // Names are read before the write transaction (database methods are not reentrant).
+        var people = Set(state.members.keys)
+        for item in state.timeline {
+            switch item {
+            case let .message(message): people.insert(message.author)
+            case let .system(event):
+                people.insert(event.author)
+                switch event.change {
+                case let .created(_, _, members), let .added(members), let .removed(members): people.formUnion(members)
+                case let .roleChanged(member, _), let .flagsChanged(member, _): people.insert(member)
+                case .left, .renamed, .rekeyed: break
+                }
+            }
+        }
+        var names = [AuthorID: String]()
+        for person in people { names[person] = try profile(of: person)?.name ?? person.publicKey.fingerprint }
+        let known = names
+        func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
+        let key = Data(conversation.bytes)
+        try store.writer.write { db in
+            for table in ["conversation_member", "epoch_key"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
+            }
+            try db.execute(
+                sql: "DELETE FROM reaction WHERE message IN (SELECT id FROM timeline WHERE conversation = ?)",
+                arguments: [key])
+            try db.execute(sql: "DELETE FROM timeline WHERE conversation = ?", arguments: [key])
+            guard let kind = state.kind else {
+                try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
+                return
+            }
+            for (epoch, epochKey) in snapshot.keys {
+                try db.execute(
+                    sql: "INSERT INTO epoch_key (conversation, epoch, key) VALUES (?, ?, ?)",
+                    arguments: [key, Data(epoch.bytes), Data(epochKey.secret.exposedCopy())])
+            }
+            for member in state.sortedMembers {
+                let info = state.members[member]!
+                try db.execute(
+                    sql: """
+                        INSERT INTO conversation_member (conversation, member, role, flags, is_creator)
+                        VALUES (?, ?, ?, ?, ?)
+                        """,
+                    arguments: [key, Data(member.bytes), Int(info.role.rawValue), Int(info.flags.rawValue),
+                                member == state.creator])
+            }
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO timeline (id, conversation, lamport, author, is_system, text, system_change, reply_to,
+                    edit_count, deleted, displayed_ms, received_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            var lastActivity: Int64 = 0
+            var preview: String?
+            let myRead = state.receipts[identity.author]?.read ?? VectorClock()
+            var unread = 0
+            for item in state.timeline {
+                let arrived = received[item.id] ?? 0
+                lastActivity = max(lastActivity, arrived)
+                switch item {
+                case let .message(message):
+                    try insert.execute(arguments: [
+                        Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+                        message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
+                        message.editCount, message.deleted, min(message.displayedAtMillis, max(arrived, 0)), arrived,
+                    ])
+                    if !message.deleted {
+                        let text = String(message.text.prefix(Self.previewCharacters))
+                        preview = kind == .group ? "\(name(message.author)): \(text)" : text
+                    }
+                    if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
+                    for (person, reaction) in state.reactions[message.id] ?? [:] {
+                        try db.execute(
+                            sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
+                            arguments: [Data(message.id.bytes), Data(person.bytes), Int(reaction.rawValue)])
+                    }
+                case let .system(event):
+                    try insert.execute(arguments: [
+                        Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
+                        describe(event, name: name), nil, 0, false, min(event.displayedAtMillis, max(arrived, 0)),
+                        arrived,
+                    ])
+                }
+            }
+            let others = state.sortedMembers.filter { $0 != identity.author }
+            let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, digest,
+                        last_activity_ms, preview, unread)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    key, Int(kind.rawValue), title, state.creator.map { Data($0.bytes) },
+                    state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
+                    Data(state.digest()), lastActivity, preview, unread,
+                ])
+        }
+    }
+
+    /// Every conversation this node can read, most recent activity first; `filter` matches titles and names.
+    public func conversationList(filter: String? = nil) throws -> [ConversationRow] {
+        try store.writer.read { db in
+            var sql = "SELECT id, kind, title, is_member, last_activity_ms, preview, unread FROM conversation"
+            var arguments: StatementArguments = []
+            if let filter, !filter.isEmpty {
+                sql += " WHERE title LIKE ? ESCAPE '\\'"
+                let escaped = filter.replacingOccurrences(of: "\\", with: "\\\\")
+                    .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
+                arguments = ["%\(escaped)%"]
+            }
+            sql += " ORDER BY last_activity_ms DESC, id"
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                ConversationRow(
+                    id: ConversationID(bytes: row[0] as Data), kind: ConversationKind(rawValue: UInt8(row[1] as Int))!,
+                    title: row[2], isMember: row[3], lastActivityMillis: row[4], preview: row[5], unread: row[6])
+            }
+        }
+    }
+
+    /// Total unread messages across conversations (the prompt's counter).
+    public func totalUnread() throws -> Int {
+        try store.writer.read { db in try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread), 0) FROM conversation") ?? 0 }
+    }
+
+    /// The last `limit` lines before `cursor` (the newest when nil), oldest first (SPEC F11).
+    public func history(_ conversation: ConversationID, before cursor: TimelineCursor? = nil, limit: Int = pageSize)
+        throws -> [TimelineRow]
+    {
+        try store.writer.read { db in
+            var sql = """
+                SELECT id, author, lamport, is_system, text, system_change, reply_to, edit_count, deleted, displayed_ms
+                FROM timeline WHERE conversation = ?
+                """
+            var arguments: StatementArguments = [Data(conversation.bytes)]
+            if let cursor {
+                sql += " AND (lamport < ? OR (lamport = ? AND id < ?))"
+                arguments += [Int64(cursor.lamport), Int64(cursor.lamport), Data(cursor.id.bytes)]
+            }
+            sql += " ORDER BY lamport DESC, id DESC LIMIT ?"
+            arguments += [limit]
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map { row in
+                TimelineRow(
+                    id: RecordID(bytes: row[0] as Data), author: AuthorID(bytes: row[1] as Data),
+                    lamport: UInt64(row[2] as Int64), isSystem: row[3], text: row[4], systemText: row[5],
+                    replyTo: (row[6] as Data?).map { RecordID(bytes: $0) }, editCount: row[7], deleted: row[8],
+                    displayedAtMillis: row[9])
+            }
+        }
+    }
+
+    private func describe(_ event: SystemEvent, name: (AuthorID) -> String) -> String {
+        let who = name(event.author)
+        switch event.change {
+        case let .created(kind, title, _):
+            return kind == .direct ? "\(who) started the conversation"
+                : "\(who) created the group" + (title.map { " \"\($0)\"" } ?? "")
+        case let .added(members): return "\(who) added \(members.map(name).joined(separator: ", "))"
+        case let .removed(members): return "\(who) removed \(members.map(name).joined(separator: ", "))"
+        case .left: return "\(who) left"
+        case let .renamed(title): return title.map { "\(who) renamed the group to \($0)" } ?? "\(who) removed the title"
+        case let .roleChanged(member, role): return "\(who) made \(name(member)) \(role == .admin ? "an admin" : "a member")"
+        case let .flagsChanged(member, flags):
+            let rights = [(MemberFlags.canAdd, "add"), (.canRemove, "remove"), (.canRename, "rename")]
+                .filter { flags.contains($0.0) }.map(\.1)
+            return "\(who) set \(name(member))'s rights: " + (rights.isEmpty ? "none" : rights.joined(separator: ", "))
+        case .rekeyed: return "\(who) renewed the group key"
+        }
+    }
+}

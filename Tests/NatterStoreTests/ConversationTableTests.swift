@@ -1,0 +1,97 @@
+// Goal: the derived tables answer what the REPL asks — the conversation list with previews and unread counts, and
+// history pages by cursor — and are a faithful, rebuildable cache of the derived state. Method: real replicas
+// write through `Conversations`, `refresh` fills the tables, and the queries are compared with the state.
+import Foundation
+import GRDB
+import NatterCrypto
+import NatterModel
+import NatterStore
+import Testing
+
+@Suite("Conversation tables and queries")
+struct ConversationTableTests {
+    @Test("the list sorts by last activity, previews \"Name: text\" in groups, counts unread until read")
+    func conversationList() throws {
+        let alice = try Replica("Alice", seed: 301)
+        let bob = try Replica("Bob", seed: 302)
+        let carol = try Replica("Carol", seed: 303)
+        try introduce([alice, bob, carol])
+        let group = try alice.conversations.createGroup(title: "Book club", members: [bob.id, carol.id], now: alice.tick())
+        try alice.conversations.send(String(repeating: "x", count: 150), in: group, now: alice.tick())
+        try alice.conversations.send("chapter 3 tonight", in: group, now: alice.tick())
+        let direct = try carol.conversations.sendDirect("hey Bob", to: bob.id, now: carol.tick()).header.conversation
+        try bob.pull(from: alice)
+        try bob.pull(from: carol)
+        for id in [group, direct] { try bob.conversations.refresh(id) }
+        let list = try bob.conversations.conversationList()
+        #expect(list.count == 2)
+        let book = try #require(list.first { $0.id == group })
+        #expect(book.title == "Book club")
+        #expect(book.preview == "Alice: chapter 3 tonight")
+        #expect(book.unread == 2)
+        let chat = try #require(list.first { $0.id == direct })
+        #expect(chat.title == "Carol" && chat.preview == "hey Bob" && chat.unread == 1)
+        #expect(try bob.conversations.totalUnread() == 3)
+        #expect(try bob.conversations.conversationList(filter: "book").map(\.id) == [group])
+        #expect(try bob.conversations.conversationList(filter: "carol").map(\.id) == [direct])
+
+        try bob.conversations.markRead(group, now: bob.tick())
+        try bob.conversations.refresh(group)
+        #expect(try bob.conversations.totalUnread() == 1)
+        // Sorted by local receive time of the last activity (records here all "arrive" at 1; ties by id).
+        #expect(Set(try bob.conversations.conversationList().map(\.id)) == [group, direct])
+    }
+
+    @Test("history pages: the last 50, then older pages by cursor, oldest first within a page")
+    func historyPages() throws {
+        let alice = try Replica("Alice", seed: 311)
+        let bob = try Replica("Bob", seed: 312)
+        try introduce([alice, bob])
+        let chat = try alice.conversations.createGroup(title: nil, members: [bob.id], now: alice.tick())
+        for index in 0..<120 { try alice.conversations.send("line \(index)", in: chat, now: alice.tick()) }
+        try alice.conversations.refresh(chat)
+        let last = try alice.conversations.history(chat)
+        #expect(last.count == 50)
+        #expect(last.first?.text == "line 70" && last.last?.text == "line 119")
+        let older = try alice.conversations.history(chat, before: last.first!.cursor)
+        #expect(older.first?.text == "line 20" && older.last?.text == "line 69")
+        let oldest = try alice.conversations.history(chat, before: older.first!.cursor)
+        #expect(oldest.count == 21)
+        #expect(oldest.first?.isSystem == true && oldest.first?.systemText == "Alice created the group")
+        #expect(oldest.last?.text == "line 19")
+        let times = (oldest + older + last).map(\.displayedAtMillis)
+        #expect(times == times.sorted())
+        #expect(try alice.conversations.conversationList().first?.title == "Bob")
+    }
+
+    @Test("the tables are a cache: refreshing again, or after dropping them, gives the same rows")
+    func rebuildable() throws {
+        let (people, chat) = try ConversationTests().group(["Alice", "Bob", "Carol"], seed: 320)
+        let (alice, bob) = (people[0], people[1])
+        let message = try alice.conversations.send("hi", in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.react(.laugh, to: message.id, in: chat, now: bob.tick())
+        try bob.conversations.edit(try bob.conversations.send("typo", in: chat, now: bob.tick()).id, to: "fixed",
+                                   in: chat, now: bob.tick())
+        try bob.conversations.refresh(chat)
+        let before = try dump(bob.store)
+        try bob.conversations.refresh(chat)
+        #expect(try dump(bob.store) == before)
+        try bob.store.writer.write { db in
+            for table in ["timeline", "reaction", "conversation_member", "conversation", "epoch_key"] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
+        }
+        try bob.conversations.refresh(chat)
+        #expect(try dump(bob.store) == before)
+        #expect(before.contains("fixed") && before.contains("\(Reaction.laugh.rawValue)"))
+    }
+
+    func dump(_ store: RecordStore) throws -> String {
+        try store.writer.read { db in
+            try ["conversation", "conversation_member", "timeline", "reaction", "epoch_key"].map { table in
+                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1, 2").map { "\($0)" }.joined(separator: "\n")
+            }.joined(separator: "\n--\n")
+        }
+    }
+}
