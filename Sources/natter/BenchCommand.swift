@@ -26,6 +26,15 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Print one JSON object instead of the table.")
     var json = false
 
+    @Flag(help: "Benchmark the conversation queries instead: list and open with --messages across --conversations.")
+    var queries = false
+
+    @Option(help: "Conversations for --queries.")
+    var conversations: Int = 100
+
+    @Option(help: "Messages in all for --queries.")
+    var messages: Int = 100_000
+
     func validate() throws {
         guard records >= 1, verifications >= 1, (1...Limits.dependenciesMax).contains(authors), batch >= 1 else {
             throw ValidationError("counts must be positive and --authors at most \(Limits.dependenciesMax)")
@@ -33,6 +42,10 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
+        if queries {
+            try runQueries()
+            return
+        }
         let workload = BenchWorkload.make(records: records, authors: authors)
         let sample = workload.records[min(authors, workload.records.count - 1)]
         let verify = measureVerify(sample)
@@ -63,6 +76,19 @@ struct BenchCommand: ParsableCommand {
         let limit = min(verifyAll, insert)
         print("full ingest reaches \(Int((ingest / limit * 100).rounded()))% of the lower physical limit "
             + "(min of verify on all cores and insert)")
+    }
+
+    private func runQueries() throws {
+        let result = try withScratchDirectory { try QueryBench(conversations: conversations, messages: messages).run(in: $0) }
+        func quantiles(_ values: [Double]) -> String {
+            String(format: "p50 %.2f ms  p90 %.2f ms  max %.2f ms", values[values.count / 2],
+                   values[values.count * 9 / 10], values.last!)
+        }
+        print("natter bench --queries: \(messages) messages in \(conversations) conversations "
+            + String(format: "(populated in %.1f s)", result.populateSeconds))
+        print("list conversations   " + quantiles(result.listMillis))
+        print("open (last 50)       " + quantiles(result.openMillis))
+        print("filter the list      " + quantiles(result.filterMillis))
     }
 
     /// Rate (per second) of `count` operations done by `body`.
@@ -118,10 +144,14 @@ struct BenchCommand: ParsableCommand {
     }
 
     private func withScratchStore<T>(_ body: (RecordStore) throws -> T) throws -> T {
+        try withScratchDirectory { try body(try RecordStore.open(directory: $0)) }
+    }
+
+    private func withScratchDirectory<T>(_ body: (String) throws -> T) throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(try RecordStore.open(directory: directory.path))
+        return try body(directory.path)
     }
 }
 
