@@ -35,12 +35,22 @@ public struct ConversationSnapshot: Sendable {
     public let context: ConversationContext
     public let state: ConversationState
     public let keys: [EpochID: SymmetricKey]
-    let entries: [ConversationEntry]
+    let engine: ConversationEngine
 
     /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
     public var lockedOut: Bool {
-        entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
+        engine.entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
     }
+}
+
+/// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.
+struct ConversationCache: Sendable {
+    var engine: ConversationEngine
+    var keys: [EpochID: SymmetricKey] = [:]
+    /// Applied length of each feed already given to the engine.
+    var applied: [AuthorID: UInt64] = [:]
+    /// Records we could not read yet: a later commit may bring their key.
+    var unreadable: [RecordID: Record] = [:]
 }
 
 /// Authoring and reading conversations on top of the record log: turns user intent into records (encrypted
@@ -52,6 +62,8 @@ public final class Conversations: Sendable {
     public let identity: LocalIdentity
     private var me: AuthorID { identity.author }
 
+    /// Per-conversation engines and keys, so a snapshot reads and checks only what is new.
+    private let caches = Mutex<[ConversationID: ConversationCache]>([:])
     /// Direct conversation id → peer, for every profile seen so far (an X25519 agreement each, so cached).
     private let directPeers = Mutex<(known: Set<AuthorID>, peers: [ConversationID: AuthorID])>(([], [:]))
 
@@ -107,14 +119,39 @@ public final class Conversations: Sendable {
 
     // MARK: - Reading
 
-    /// Derives the conversation's state from its applied records.
+    /// The conversation's state from its applied records. Only records applied since the last call are read and
+    /// checked (`ConversationEngine`); the result always equals a derivation from scratch.
     public func snapshot(of conversation: ConversationID) throws -> ConversationSnapshot {
-        let records = try store.appliedRecords(of: conversation)
         let context = try context(for: conversation)
-        let (entries, keys) = ConversationReader(member: me, keyPair: identity.encryption).read(records)
+        let feeds = try store.feeds(of: conversation)
+        var cache = caches.withLock { $0[conversation] } ?? ConversationCache(engine: ConversationEngine(context: context))
+        let shrunk = feeds.contains { $0.applied < cache.applied[$0.author] ?? 0 }
+        if shrunk || cache.engine.context.directParties != context.directParties {
+            // A fork un-applied records, or we learned who founded it: start over.
+            cache = ConversationCache(engine: ConversationEngine(context: context))
+        }
+        var fresh = [Record]()
+        for feed in feeds where feed.applied > cache.applied[feed.author] ?? 0 {
+            let from = (cache.applied[feed.author] ?? 0) + 1
+            fresh += try store.records(
+                conversation: conversation, author: feed.author, from: from, limit: Int(feed.applied - from + 1))
+            cache.applied[feed.author] = feed.applied
+        }
+        if !fresh.isEmpty {
+            let reader = ConversationReader(member: me, keyPair: identity.encryption)
+            let (entries, keys) = reader.read(fresh + cache.unreadable.values, knownKeys: cache.keys)
+            cache.keys = keys
+            let records = Dictionary(uniqueKeysWithValues: (fresh + cache.unreadable.values).map { ($0.id, $0) })
+            cache.unreadable = [:]
+            for entry in entries {
+                if case .unreadable = entry.body { cache.unreadable[entry.id] = records[entry.id] }
+            }
+            cache.engine.add(entries)
+            let updated = cache
+            caches.withLock { $0[conversation] = updated }
+        }
         return ConversationSnapshot(
-            id: conversation, context: context, state: ConversationRules.derive(entries, context: context), keys: keys,
-            entries: entries)
+            id: conversation, context: context, state: cache.engine.state, keys: cache.keys, engine: cache.engine)
     }
 
     // MARK: - Authoring: conversations
@@ -320,8 +357,8 @@ public final class Conversations: Sendable {
         throws
     {
         let probe = RecordID(bytes: [UInt8](repeating: 0xFF, count: 32))
-        let entry = ConversationEntry(id: probe, header: header, body: body)
-        let state = ConversationRules.derive(snapshot.entries + [entry], context: snapshot.context)
-        if let reason = state.rejected[probe] { throw ConversationError.refused(reason) }
+        var engine = snapshot.engine
+        engine.add([ConversationEntry(id: probe, header: header, body: body)])
+        if let reason = engine.state.rejected[probe] { throw ConversationError.refused(reason) }
     }
 }

@@ -13,9 +13,12 @@ public struct ConversationReader: Sendable {
         self.keyPair = keyPair
     }
 
-    /// Entries for `records` (one conversation, any order) and every epoch key this member could obtain.
-    public func read(_ records: [Record]) -> (entries: [ConversationEntry], keys: [EpochID: SymmetricKey]) {
-        var keys = [EpochID: SymmetricKey]()
+    /// Entries for `records` (one conversation, any order) and every epoch key this member could obtain, starting
+    /// from `knownKeys` (keys found earlier, so a later call needs only the new records and the unreadable ones).
+    public func read(_ records: [Record], knownKeys: [EpochID: SymmetricKey] = [:])
+        -> (entries: [ConversationEntry], keys: [EpochID: SymmetricKey])
+    {
+        var keys = knownKeys
         var commits = [RecordID: ConversationPayload.Commit]()
         var bodies = [RecordID: ConversationEntry.Body]()
         for record in records where record.header.kind == .commit {

@@ -12,9 +12,72 @@
 public enum ConversationRules {
     /// Derives the state from `entries` (any order; duplicates by id are ignored).
     public static func derive(_ entries: [ConversationEntry], context: ConversationContext) -> ConversationState {
-        var derivation = Derivation(context: context, entries: entries)
-        derivation.run()
+        var derivation = Derivation(context: context)
+        derivation.process(Derivation.sortedUnique(entries))
         return derivation.state
+    }
+}
+
+/// The rules maintained incrementally: entries that come after everything seen so far (the usual case: new
+/// records) are checked and applied on their own; anything that could change an earlier decision — an entry
+/// earlier in the order, a newly readable entry, or a removal that retracts earlier lines — re-derives from
+/// scratch. Either way the state equals `ConversationRules.derive` of all entries (a property test checks it).
+public struct ConversationEngine: Sendable {
+    private var derivation: Derivation
+    private var bodies: [RecordID: ConversationEntry] = [:]
+    /// How many times `add` had to re-derive from scratch (for tests and metrics).
+    public private(set) var rebuilds = 0
+
+    public init(context: ConversationContext) {
+        derivation = Derivation(context: context)
+    }
+
+    public var state: ConversationState { derivation.state }
+    public var context: ConversationContext { derivation.context }
+    /// Every entry added so far, in display order.
+    public var entries: [ConversationEntry] { derivation.processed }
+
+    /// Adds entries (any order; known ids are replaced when their body changed, e.g. became readable).
+    /// Returns true when it re-derived everything.
+    @discardableResult
+    public mutating func add(_ entries: [ConversationEntry]) -> Bool {
+        var fresh = [ConversationEntry]()
+        var changed = false
+        for entry in Derivation.sortedUnique(entries) {
+            if let known = bodies[entry.id] {
+                if !sameBody(known.body, entry.body) {
+                    bodies[entry.id] = entry
+                    changed = true
+                }
+                continue
+            }
+            bodies[entry.id] = entry
+            fresh.append(entry)
+        }
+        guard changed || !fresh.isEmpty else { return false }
+        let last = derivation.processed.last?.position
+        if changed || (last != nil && fresh[0].position < last!) || !derivation.canAppend(fresh) {
+            rebuild()
+            return true
+        }
+        derivation.process(fresh)
+        return false
+    }
+
+    private mutating func rebuild() {
+        rebuilds += 1
+        derivation = Derivation(context: derivation.context)
+        derivation.process(Derivation.sortedUnique(Array(bodies.values)))
+    }
+
+    private func sameBody(_ a: ConversationEntry.Body, _ b: ConversationEntry.Body) -> Bool {
+        switch (a, b) {
+        case let (.content(x), .content(y)): x == y
+        case let (.control(x, o1), .control(y, o2)): x == y && o1 == o2
+        case (.unreadable, .unreadable): true
+        case let (.malformed(x), .malformed(y)): x == y
+        default: false
+        }
     }
 }
 
@@ -99,25 +162,54 @@ struct GroupFold {
     }
 }
 
-/// The work of one `derive` call.
-struct Derivation {
+/// The derivation: entries are processed in batches that each come after everything processed before.
+struct Derivation: Sendable {
     let context: ConversationContext
-    let sorted: [ConversationEntry]
+    /// Every entry processed, in order.
+    private(set) var processed: [ConversationEntry] = []
     var state = ConversationState()
     var valid: [ValidControl] = []
     var displayed: [RecordID: Int64] = [:]
     var bySequence: [AuthorID: [UInt64: RecordID]] = [:]
     private var foldCache: [[Bool]: GroupFold] = [:]
+    private var contentValid: [ConversationEntry] = []
+    private var contentByID: [RecordID: ConversationEntry] = [:]
+    private var order: [EntryPosition] = []
 
-    init(context: ConversationContext, entries: [ConversationEntry]) {
+    init(context: ConversationContext) {
         self.context = context
-        var seen = Set<RecordID>()
-        sorted = entries.filter { seen.insert($0.id).inserted }.sorted { $0.position < $1.position }
     }
 
-    mutating func run() {
-        computeDisplayTimes()
-        for entry in sorted {
+    static func sortedUnique(_ entries: [ConversationEntry]) -> [ConversationEntry] {
+        var seen = Set<RecordID>()
+        return entries.filter { seen.insert($0.id).inserted }.sorted { $0.position < $1.position }
+    }
+
+    /// Whether `batch` (sorted, after everything processed) can be applied without revisiting earlier decisions:
+    /// no control in it may retract content already accepted (strong removal reaching back).
+    func canAppend(_ batch: [ConversationEntry]) -> Bool {
+        for entry in batch {
+            guard case let .control(operation, _) = entry.body else { continue }
+            let removed: [AuthorID]
+            switch operation {
+            case let .remove(members): removed = members
+            case .leave: removed = [entry.author]
+            default: continue
+            }
+            if contentValid.contains(where: { removed.contains($0.author) && $0.isConcurrent(with: entry) }) {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Processes `batch` (sorted by position, every entry after those already processed): its controls first,
+    /// then its content, exactly as a derivation over everything would decide them.
+    mutating func process(_ batch: [ConversationEntry]) {
+        processed += batch
+        computeDisplayTimes(batch)
+        let before = state.items.count
+        for entry in batch {
             switch entry.body {
             case let .control(operation, opening):
                 checkControl(entry, operation, opening)
@@ -135,24 +227,25 @@ struct Derivation {
         state.creator = final.creator
         state.members = final.members
         chooseCurrentEpoch()
-        for entry in sorted {
+        for entry in batch {
             if case let .content(operation) = entry.body { checkContent(entry, operation) }
         }
         computeReceipts()
-        state.validEntries = Dictionary(uniqueKeysWithValues: (valid.map(\.entry) + contentValid).map { ($0.id, $0) })
+        if state.items.count != before {
+            let added = batch.filter { state.items[$0.id] != nil }.map(\.position)
+            order += added
+        }
+        state.timeline = order.map { state.items[$0.id]! }
     }
-
-    private var contentValid: [ConversationEntry] = []
-    private var contentByID: [RecordID: ConversationEntry] = [:]
 
     // MARK: - Display times
 
     /// Creation times clamped to be monotone along causality: max(own, predecessors').
-    mutating func computeDisplayTimes() {
-        for entry in sorted {
+    mutating func computeDisplayTimes(_ batch: [ConversationEntry]) {
+        for entry in batch {
             bySequence[entry.author, default: [:]][entry.header.sequence] = entry.id
         }
-        for entry in sorted {
+        for entry in batch {
             var time = entry.header.createdAtMillis
             for dependency in entry.header.dependencies {
                 if let id = bySequence[dependency.author]?[dependency.sequence], let earlier = displayed[id] {
@@ -212,7 +305,7 @@ struct Derivation {
         case let .setFlags(member, flags): change = .flagsChanged(member, flags)
         case .rekey: change = .rekeyed
         }
-        state.timeline.append(.system(SystemEvent(
+        state.items[entry.id] = (.system(SystemEvent(
             id: entry.id, author: entry.author, position: entry.position, displayedAtMillis: displayed[entry.id]!,
             change: change)))
     }
@@ -367,8 +460,7 @@ struct Derivation {
         switch operation {
         case let .message(text, replyTo):
             state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
-            state.messageIndex[entry.id] = state.timeline.count
-            state.timeline.append(.message(TimelineMessage(
+            state.items[entry.id] = (.message(TimelineMessage(
                 id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
                 displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
                 deleted: false)))
@@ -395,9 +487,9 @@ struct Derivation {
     }
 
     mutating func updateMessage(_ id: RecordID, _ change: (inout TimelineMessage) -> Void) {
-        guard let index = state.messageIndex[id], case var .message(message) = state.timeline[index] else { return }
+        guard case var .message(message) = state.items[id] else { return }
         change(&message)
-        state.timeline[index] = .message(message)
+        state.items[id] = .message(message)
     }
 
     mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
@@ -440,6 +532,7 @@ struct Derivation {
 
     mutating func computeReceipts() {
         var marks = [AuthorID: ReaderMarks]()
+        state.readReceipts = [:]
         for entry in valid.map(\.entry) + contentValid {
             var mark = marks[entry.author] ?? ReaderMarks(delivered: VectorClock(), read: VectorClock())
             var own = entry.header.dependencies

@@ -110,17 +110,16 @@ public struct ConversationState: Hashable, Sendable {
 
     /// The message with this id, if it is a valid message.
     public func message(_ id: RecordID) -> TimelineMessage? {
-        guard let index = messageIndex[id], case let .message(message) = timeline[index] else { return nil }
+        guard case let .message(message) = items[id] else { return nil }
         return message
     }
 
-    var messageIndex: [RecordID: Int] = [:]
+    /// Timeline items by id; `timeline` lists them in display order.
+    var items: [RecordID: TimelineItem] = [:]
     /// Recipients of each message: members at its causal position other than its author.
     var recipientsAtSend: [RecordID: [AuthorID]] = [:]
     /// Each reader's receipts: what they covered, and when (displayed time).
     var readReceipts: [AuthorID: [(readUpTo: VectorClock, atMillis: Int64)]] = [:]
-    /// Valid records' entries by id (for causality checks in status queries).
-    var validEntries: [RecordID: ConversationEntry] = [:]
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.kind == rhs.kind && lhs.title == rhs.title && lhs.creator == rhs.creator && lhs.members == rhs.members
