@@ -30,11 +30,22 @@ public struct TimelineRow: Hashable, Sendable {
     public let replyTo: RecordID?
     public let editCount: Int
     public let deleted: Bool
+    /// A late record (a concurrent removal of its author) invalidated this line: show it marked "retracted".
+    public let retracted: Bool
     /// The creation time clamped between the causal predecessors' and the local receive time.
     public let displayedAtMillis: Int64
 
     /// A cursor for the page of older lines before this one.
     public var cursor: TimelineCursor { TimelineCursor(lamport: lamport, id: id) }
+}
+
+/// What a refresh changed in a conversation's timeline: the node turns it into events.
+public struct TimelineChanges: Equatable, Sendable {
+    /// Lines that were not shown before (new, or late arrivals placed in their position).
+    public let added: [RecordID]
+    /// Lines that were shown and are now rejected: a late record (a concurrent removal) invalidated them. They
+    /// are marked "retracted", never silently dropped (SPEC F4).
+    public let retracted: [RecordID]
 }
 
 /// Where a history page ends: lines strictly before (Lamport number, id).
@@ -52,7 +63,8 @@ extension Conversations {
     /// Re-derives `conversation` and rewrites its derived rows (list entry, members, timeline, reactions, epoch
     /// keys) in one transaction. The tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the
     /// same rows.
-    public func refresh(_ conversation: ConversationID) throws {
+    @discardableResult
+    public func refresh(_ conversation: ConversationID) throws -> TimelineChanges {
         let snapshot = try snapshot(of: conversation)
         let state = snapshot.state
         let received = try store.receiveTimes(of: conversation)
@@ -75,7 +87,15 @@ extension Conversations {
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let key = Data(conversation.bytes)
-        try store.writer.write { db in
+        return try store.writer.write { db -> TimelineChanges in
+            let shown = Set(try Data.fetchAll(db, sql: "SELECT id FROM timeline WHERE conversation = ?", arguments: [key])
+                .map { RecordID(bytes: $0) })
+            let wasRetracted = Set(try Data.fetchAll(
+                db, sql: "SELECT id FROM timeline WHERE conversation = ? AND retracted = 1", arguments: [key]
+            ).map { RecordID(bytes: $0) })
+            let changes = TimelineChanges(
+                added: state.timeline.map(\.id).filter { !shown.contains($0) },
+                retracted: state.retracted.keys.filter { !wasRetracted.contains($0) }.sorted())
             for table in ["conversation_member", "epoch_key"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
             }
@@ -85,7 +105,7 @@ extension Conversations {
             try db.execute(sql: "DELETE FROM timeline WHERE conversation = ?", arguments: [key])
             guard let kind = state.kind else {
                 try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
-                return
+                return changes
             }
             for (epoch, epochKey) in snapshot.keys {
                 try db.execute(
@@ -104,9 +124,17 @@ extension Conversations {
             }
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO timeline (id, conversation, lamport, author, is_system, text, system_change, reply_to,
-                    edit_count, deleted, displayed_ms, received_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    edit_count, deleted, retracted, displayed_ms, received_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
+            for message in state.retracted.values {
+                let arrived = received[message.id] ?? 0
+                try insert.execute(arguments: [
+                    Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+                    message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
+                    min(message.displayedAtMillis, max(arrived, 0)), arrived,
+                ])
+            }
             var lastActivity: Int64 = 0
             var preview: String?
             let myRead = state.receipts[identity.author]?.read ?? VectorClock()
@@ -119,7 +147,8 @@ extension Conversations {
                     try insert.execute(arguments: [
                         Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
                         message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
-                        message.editCount, message.deleted, min(message.displayedAtMillis, max(arrived, 0)), arrived,
+                        message.editCount, message.deleted, false, min(message.displayedAtMillis, max(arrived, 0)),
+                        arrived,
                     ])
                     if !message.deleted {
                         let text = String(message.text.prefix(Self.previewCharacters))
@@ -134,7 +163,7 @@ extension Conversations {
                 case let .system(event):
                     try insert.execute(arguments: [
                         Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
-                        describe(event, name: name), nil, 0, false, min(event.displayedAtMillis, max(arrived, 0)),
+                        describe(event, name: name), nil, 0, false, false, min(event.displayedAtMillis, max(arrived, 0)),
                         arrived,
                     ])
                 }
@@ -152,6 +181,7 @@ extension Conversations {
                     state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
                     Data(state.digest()), lastActivity, preview, unread,
                 ])
+            return changes
         }
     }
 
@@ -186,7 +216,8 @@ extension Conversations {
     {
         try store.writer.read { db in
             var sql = """
-                SELECT id, author, lamport, is_system, text, system_change, reply_to, edit_count, deleted, displayed_ms
+                SELECT id, author, lamport, is_system, text, system_change, reply_to, edit_count, deleted, displayed_ms,
+                    retracted
                 FROM timeline WHERE conversation = ?
                 """
             var arguments: StatementArguments = [Data(conversation.bytes)]
@@ -201,7 +232,7 @@ extension Conversations {
                     id: RecordID(bytes: row[0] as Data), author: AuthorID(bytes: row[1] as Data),
                     lamport: UInt64(row[2] as Int64), isSystem: row[3], text: row[4], systemText: row[5],
                     replyTo: (row[6] as Data?).map { RecordID(bytes: $0) }, editCount: row[7], deleted: row[8],
-                    displayedAtMillis: row[9])
+                    retracted: row[10], displayedAtMillis: row[9])
             }
         }
     }

@@ -89,6 +89,7 @@ enum Schema {
                     reply_to BLOB,
                     edit_count INTEGER NOT NULL,
                     deleted INTEGER NOT NULL,
+                    retracted INTEGER NOT NULL,
                     displayed_ms INTEGER NOT NULL,
                     received_ms INTEGER NOT NULL
                 ) WITHOUT ROWID;

@@ -185,9 +185,12 @@ struct ConversationTests {
         #expect(try bob.texts(chat) == ["before", canary])
         #expect(try carol.texts(chat) == ["before"])
         #expect(try !carol.state(chat).unreadable.isEmpty)
-        // Carol's store holds the record (as a relay would) but no plaintext of it.
+        // Carol's store holds the record (as a relay would) but no plaintext of it, in the log or the tables.
         let raw = try carol.store.allRecords().flatMap(\.bytes)
         #expect(!raw.contains(subsequence: Array(canary.utf8)))
+        try carol.conversations.refresh(chat)
+        let tables = try ConversationTableTests().dump(carol.store)
+        #expect(tables.contains("before") && !tables.contains(canary))
         #expect(throws: ConversationError.self) { try carol.conversations.send("still here?", in: chat, now: 9) }
 
         let dave = try Replica("Dave", seed: 53)
@@ -225,6 +228,73 @@ struct ConversationTests {
         #expect(try alice.texts(chat).count == 3)
         #expect(try carol.texts(chat).isEmpty || !carol.texts(chat).contains("Alice is still in"))
         #expect(try !dave.texts(chat).contains("Alice is still in"))
+    }
+
+    @Test("a concurrent removal arriving after the removed member's line was shown retracts it, visibly")
+    func lateRemovalRetracts() throws {
+        let (people, chat) = try group(["Alice", "Bob", "Carol"], seed: 95)
+        let (alice, bob, carol) = (people[0], people[1], people[2])
+        try bob.conversations.refresh(chat)
+        let line = try carol.conversations.send("my last words", in: chat, now: carol.tick())
+        try alice.conversations.remove([carol.id], from: chat, now: alice.tick())  // Alice has not seen Carol's line
+        try bob.pull(from: carol)
+        #expect(try bob.conversations.refresh(chat).added == [line.id])
+        #expect(try bob.conversations.history(chat).last?.text == "my last words")
+        try bob.pull(from: alice)
+        let changes = try bob.conversations.refresh(chat)
+        #expect(changes.retracted == [line.id])
+        let row = try #require(try bob.conversations.history(chat).first { $0.id == line.id })
+        #expect(row.retracted && row.text == "my last words")
+        #expect(try carol.state(chat).status(of: line.id)?.phase == .sent)
+        try carol.pull(from: bob)
+        // Carol cannot read the removal, but she sees she was locked out, and everyone else rejects her line.
+        #expect(try carol.conversations.snapshot(of: chat).lockedOut)
+        #expect(try bob.state(chat).status(of: line.id)?.phase == .notDelivered("you were no longer a member"))
+        #expect(try alice.state(chat).rejected[line.id] == nil)  // Alice never received it
+    }
+
+    @Test("a 64-member group through 200 epochs: every commit fits a record, the last member added reads the first line")
+    func largeGroupManyEpochs() throws {
+        var rng = SeededGenerator(seed: 64)
+        let creator = try Replica("Creator", seed: 640)
+        let others = try (0..<63).map { index -> LocalIdentity in
+            LocalIdentity(signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
+        }
+        // Their profiles reach the creator (as sync would bring them).
+        for identity in others {
+            let profile = Profile(name: "member-\(identity.author.shortHex)", certificate: identity.certificate)
+            let header = RecordHeader(
+                kind: .plain, conversation: .profileFeed(of: identity.author), author: identity.author, sequence: 1,
+                previous: .none, epoch: .none, lamport: 1, createdAtMillis: 1, dependencies: VectorClock())
+            let record = try Record.sign(header: header, payload: profile.encoded(), by: identity.signing)
+            _ = try creator.store.ingest([record.bytes], receivedAtMillis: 1)
+        }
+        let last = others.last!
+        let chat = try creator.conversations.createGroup(
+            title: "everyone", members: others.dropLast().map(\.author), now: creator.tick())
+        let first = try creator.conversations.send("the very first line", in: chat, now: creator.tick())
+        var largest = 0
+        for round in 0..<199 {
+            let record: Record
+            switch round % 4 {
+            case 0: record = try creator.conversations.remove([others[round % 62].author], from: chat, now: creator.tick())
+            case 1: record = try creator.conversations.add([others[(round - 1) % 62].author], to: chat, now: creator.tick())
+            default: record = try creator.conversations.rekey(chat, now: creator.tick())
+            }
+            largest = max(largest, record.bytes.count)
+        }
+        let added = try creator.conversations.add([last.author], to: chat, now: creator.tick())
+        largest = max(largest, added.bytes.count)
+        let state = try creator.state(chat)
+        #expect(state.epochs.count == 201)
+        #expect(state.members.count == 64)
+        #expect(largest < Limits.recordBytesMax)
+        // The last member, sealed only the newest key, walks the chain back to the first epoch.
+        let newcomer = Replica(name: "Last", identity: last)
+        try newcomer.pull(from: creator)
+        #expect(try newcomer.state(chat).message(first.id)?.text == "the very first line")
+        #expect(try newcomer.state(chat).unreadable.isEmpty)
+        #expect(try newcomer.state(chat).digest() == state.digest())
     }
 
     // MARK: - Reactions (F9), edits and deletes (F10)

@@ -453,6 +453,12 @@ struct Derivation: Sendable {
         let before = stateBefore(entry)
         if let reason = contentProblem(entry, operation, before) {
             state.rejected[entry.id] = reason
+            if case let .message(text, replyTo) = operation, reason.hasPrefix("retracted") {
+                state.retracted[entry.id] = TimelineMessage(
+                    id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
+                    displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
+                    deleted: false)
+            }
             return
         }
         contentValid.append(entry)

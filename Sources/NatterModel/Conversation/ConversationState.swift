@@ -101,6 +101,9 @@ public struct ConversationState: Hashable, Sendable {
     public internal(set) var receipts: [AuthorID: ReaderMarks] = [:]
     /// Records every member rejects, with the rule they broke.
     public internal(set) var rejected: [RecordID: String] = [:]
+    /// Messages that were valid until a late record (a concurrent removal of their author) invalidated them:
+    /// shown as "retracted", never silently dropped (SPEC F4). Not part of `timeline`.
+    public internal(set) var retracted: [RecordID: TimelineMessage] = [:]
     /// Records this reader cannot decrypt.
     public internal(set) var unreadable: Set<RecordID> = []
 
@@ -126,6 +129,7 @@ public struct ConversationState: Hashable, Sendable {
             && lhs.epochs == rhs.epochs && lhs.currentEpoch == rhs.currentEpoch && lhs.timeline == rhs.timeline
             && lhs.reactions == rhs.reactions && lhs.receipts == rhs.receipts && lhs.rejected == rhs.rejected
             && lhs.unreadable == rhs.unreadable && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
+            && lhs.retracted == rhs.retracted
     }
 
     public func hash(into hasher: inout Hasher) {
