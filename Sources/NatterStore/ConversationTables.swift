@@ -88,6 +88,7 @@ extension Conversations {
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let key = Data(conversation.bytes)
         return try store.writer.write { db -> TimelineChanges in
+            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             let shown = Set(try Data.fetchAll(db, sql: "SELECT id FROM timeline WHERE conversation = ?", arguments: [key])
                 .map { RecordID(bytes: $0) })
             let wasRetracted = Set(try Data.fetchAll(
@@ -183,6 +184,27 @@ extension Conversations {
                 ])
             return changes
         }
+    }
+
+    /// Refreshes every conversation whose applied records changed since its last refresh (after ingest, and at
+    /// start-up to catch up after a crash). Returns the changes per conversation.
+    @discardableResult
+    public func refreshChanged() throws -> [ConversationID: TimelineChanges] {
+        let dirty = try store.writer.read { db in
+            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation ORDER BY id").map { ConversationID(bytes: $0) }
+        }
+        var changes = [ConversationID: TimelineChanges]()
+        for conversation in dirty {
+            let isProfileFeed = try store.feeds(of: conversation).contains { $0.conversation == .profileFeed(of: $0.author) }
+            if isProfileFeed {
+                try store.writer.write { db in
+                    try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+                }
+                continue
+            }
+            changes[conversation] = try refresh(conversation)
+        }
+        return changes
     }
 
     /// Every conversation this node can read, most recent activity first; `filter` matches titles and names.

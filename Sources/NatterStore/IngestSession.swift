@@ -191,11 +191,19 @@ struct IngestSession {
             }
             _ = try advance(conversation, candidates: Set(all.keys))
         }
+        var changedConversations = Set<ConversationID>()
         for conversation in touched.keys.sorted() where !needsRebuild.contains(conversation) {
-            applied += try advance(conversation, candidates: touched[conversation]!)
+            let newlyApplied = try advance(conversation, candidates: touched[conversation]!)
+            if !newlyApplied.isEmpty { changedConversations.insert(conversation) }
+            applied += newlyApplied
         }
         for key in dirty.sorted(by: { ($0.conversation, $0.author) < ($1.conversation, $1.author) }) {
             try cache[key]!.save(db)
+        }
+        // Mark conversations whose applied records changed, in this same transaction, for the derived tables.
+        for conversation in changedConversations.union(rebuilt).sorted() {
+            try db.execute(sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)",
+                           arguments: [Data(conversation.bytes)])
         }
         touched = [:]
         needsRebuild = []

@@ -101,6 +101,10 @@ enum Schema {
                     PRIMARY KEY (message, person)
                 ) WITHOUT ROWID;
                 """)
+            // Conversations whose applied records changed since their tables were last refreshed. Written in the
+            // ingest (or append) transaction, cleared by the refresh that catches up: after a crash in between, the
+            // node refreshes what is still marked, so the tables never stay behind the log.
+            try db.execute(sql: "CREATE TABLE dirty_conversation (id BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID")
             // Epoch keys, apart from everything else: the one table that must never be shown or exported.
             try db.execute(sql: """
                 CREATE TABLE epoch_key (

@@ -95,3 +95,23 @@ struct ConversationTableTests {
         }
     }
 }
+
+extension ConversationTableTests {
+    @Test("ingest marks changed conversations in its own transaction; a restart refreshes what a crash left behind")
+    func dirtyConversationsSurviveACrash() throws {
+        let alice = try Replica("Alice", seed: 331)
+        let bob = try Replica("Bob", seed: 332)
+        try introduce([alice, bob])
+        let chat = try alice.conversations.createGroup(title: "Ops", members: [bob.id], now: alice.tick())
+        try alice.conversations.send("deploy at noon", in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        // Bob's node "crashes" before refreshing: a fresh service on the same store catches up from the marks.
+        let restarted = Conversations(store: bob.store, identity: bob.identity)
+        let changes = try restarted.refreshChanged()
+        #expect(changes[chat]?.added.count == 2)
+        #expect(try restarted.history(chat).last?.text == "deploy at noon")
+        #expect(try restarted.refreshChanged().isEmpty)
+        try bob.pull(from: alice)  // nothing new: nothing marked
+        #expect(try restarted.refreshChanged().isEmpty)
+    }
+}
