@@ -11,7 +11,7 @@ let package = Package(
     name: "natter",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "natter", targets: ["natter"]),
+        .executable(name: "natter", targets: ["natter"])
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),

@@ -80,7 +80,8 @@ public struct EncryptionKeyCertificate: Sendable, Hashable {
     public init(identity: IdentityPublicKey, encryptionKey: EncryptionPublicKey, signature: Signature)
         throws(CryptoError)
     {
-        guard identity.isValidSignature(signature, for: Self.message(identity, encryptionKey), in: .encryptionKey) else {
+        guard identity.isValidSignature(signature, for: Self.message(identity, encryptionKey), in: .encryptionKey)
+        else {
             throw .invalidCertificate
         }
         self.identity = identity

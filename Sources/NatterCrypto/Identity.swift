@@ -60,7 +60,9 @@ public struct IdentityPublicKey: Sendable, Hashable, Comparable, CustomStringCon
     ///
     /// libsodium's verification is strict: non-canonical signature scalars and small-order keys are refused, so a
     /// third party cannot derive a second valid signature (and hence a second record id) from a given one.
-    public func isValidSignature(_ signature: Signature, for message: some ByteSource, in domain: SignatureDomain) -> Bool {
+    public func isValidSignature(_ signature: Signature, for message: some ByteSource, in domain: SignatureDomain)
+        -> Bool
+    {
         Sodium.ready()
         let framed = domain.framed(message)
         return signature.bytes.withUnsafeBufferPointer { s in

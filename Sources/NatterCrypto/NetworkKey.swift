@@ -39,12 +39,14 @@ public struct NetworkKey: Sendable, CustomStringConvertible {
         defer { wipe(&password) }
         var failed = false
         let secret = SecretBytes(count: SymmetricKey.byteCount) { out in
-            failed = password.withUnsafeBytes { pw in
-                crypto_pwhash(
-                    out.u8, UInt64(SymmetricKey.byteCount), UnsafeRawPointer(pw.u8).assumingMemoryBound(to: CChar.self),
-                    UInt64(pw.count), passphraseSalt, passphraseOpsLimit, passphraseMemLimit,
-                    crypto_pwhash_alg_argon2id13())
-            } != 0
+            failed =
+                password.withUnsafeBytes { pw in
+                    crypto_pwhash(
+                        out.u8, UInt64(SymmetricKey.byteCount),
+                        UnsafeRawPointer(pw.u8).assumingMemoryBound(to: CChar.self),
+                        UInt64(pw.count), passphraseSalt, passphraseOpsLimit, passphraseMemLimit,
+                        crypto_pwhash_alg_argon2id13())
+                } != 0
         }
         guard !failed else { throw .passwordHashFailed }
         return NetworkKey(key: SymmetricKey(secret: secret))

@@ -16,7 +16,8 @@ public final class SecretBytes: @unchecked Sendable, CustomStringConvertible, Cu
         Sodium.ready()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
-        _ = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<bytes.count]).initializeMemory(as: UInt8.self, from: bytes)
+        _ = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<bytes.count]).initializeMemory(
+            as: UInt8.self, from: bytes)
         storage = buffer
         countValue = bytes.count
     }

@@ -29,7 +29,7 @@ public enum CryptoError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .invalidLength(what, expected, actual):
+        case .invalidLength(let what, let expected, let actual):
             return "\(what) must be \(expected) bytes, got \(actual)"
         case .authenticationFailed:
             return "decryption failed: wrong key or the data was altered"

@@ -107,11 +107,12 @@ extension Bytes32 {
     @inlinable
     init(reading buffer: UnsafeRawBufferPointer, at offset: Int) {
         precondition(offset >= 0 && offset + 32 <= buffer.count)
-        self.init(words: (
-            UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self)),
-            UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)),
-            UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)),
-            UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
-        ))
+        self.init(
+            words: (
+                UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self)),
+                UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)),
+                UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)),
+                UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
+            ))
     }
 }

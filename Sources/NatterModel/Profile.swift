@@ -70,10 +70,13 @@ public enum DisplayName {
 
     /// The cleaned name: control characters removed, whitespace trimmed.
     public static func validate(_ raw: String) throws(Problem) -> String {
-        let cleaned = String(String.UnicodeScalarView(raw.unicodeScalars.filter {
-            !($0.properties.generalCategory == .control || $0.properties.generalCategory == .format
-                && $0.value >= 0x202A && $0.value <= 0x202E)
-        }))
+        let cleaned = String(
+            String.UnicodeScalarView(
+                raw.unicodeScalars.filter {
+                    !($0.properties.generalCategory == .control
+                        || $0.properties.generalCategory == .format
+                            && $0.value >= 0x202A && $0.value <= 0x202E)
+                }))
         let trimmed = cleaned.trimmingSpaces()
         guard !trimmed.isEmpty else { throw .empty }
         guard trimmed.count <= charactersMax, trimmed.utf8.count <= bytesMax else { throw .tooLong }

@@ -27,31 +27,31 @@ public enum RecordFormatError: Error, Equatable, Sendable, CustomStringConvertib
 
     public var description: String {
         switch self {
-        case let .tooLarge(size): return "record of \(size) bytes exceeds the \(Limits.recordBytesMax)-byte cap"
-        case let .truncated(field): return "record ends inside its \(field)"
-        case let .trailingBytes(count): return "\(count) bytes follow the signature"
-        case let .unsupportedVersion(version): return "record version \(version) is not supported (only 1)"
-        case let .unknownKind(kind): return "unknown record kind \(kind)"
+        case .tooLarge(let size): return "record of \(size) bytes exceeds the \(Limits.recordBytesMax)-byte cap"
+        case .truncated(let field): return "record ends inside its \(field)"
+        case .trailingBytes(let count): return "\(count) bytes follow the signature"
+        case .unsupportedVersion(let version): return "record version \(version) is not supported (only 1)"
+        case .unknownKind(let kind): return "unknown record kind \(kind)"
         case .zeroSequence: return "sequence numbers start at 1"
-        case let .sequenceTooLarge(value): return "sequence \(value) exceeds 2^62"
+        case .sequenceTooLarge(let value): return "sequence \(value) exceeds 2^62"
         case .previousAtFirstSequence: return "the first record of a feed must not name a previous record"
         case .missingPrevious: return "a record after the first must name its previous record"
         case .epochOnPlainRecord: return "a plain record must not name an epoch"
         case .missingEpoch: return "a content record must name its key epoch"
-        case let .tooManyDependencies(count):
+        case .tooManyDependencies(let count):
             return "\(count) dependencies exceed the cap of \(Limits.dependenciesMax)"
         case .unsortedDependencies: return "dependencies are not sorted by author"
         case .duplicateDependency: return "an author appears twice among the dependencies"
         case .zeroDependencySequence: return "a dependency names sequence 0"
-        case let .ownDependencyMismatch(expected, found):
+        case .ownDependencyMismatch(let expected, let found):
             return "the author's own dependency must be \(expected), found \(found)"
-        case let .lamportTooLarge(value): return "Lamport number \(value) exceeds 2^62"
-        case let .lamportWithoutDependencies(value):
+        case .lamportTooLarge(let value): return "Lamport number \(value) exceeds 2^62"
+        case .lamportWithoutDependencies(let value):
             return "a record without dependencies must have Lamport number 1, not \(value)"
-        case let .lamportBelowSequence(lamport):
+        case .lamportBelowSequence(let lamport):
             return "Lamport number \(lamport) is below what the author's own feed implies"
-        case let .creationTimeOutOfRange(value): return "creation time \(value) ms is out of range"
-        case let .payloadTooLarge(size): return "payload of \(size) bytes does not fit the record cap"
+        case .creationTimeOutOfRange(let value): return "creation time \(value) ms is out of range"
+        case .payloadTooLarge(let size): return "payload of \(size) bytes does not fit the record cap"
         case .nonCanonical: return "the encoding is not canonical"
         case .badSignature: return "the signature does not verify for the author"
         }

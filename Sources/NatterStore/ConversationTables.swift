@@ -72,12 +72,12 @@ extension Conversations {
         var people = Set(state.members.keys)
         for item in state.timeline {
             switch item {
-            case let .message(message): people.insert(message.author)
-            case let .system(event):
+            case .message(let message): people.insert(message.author)
+            case .system(let event):
                 people.insert(event.author)
                 switch event.change {
-                case let .created(_, _, members), let .added(members), let .removed(members): people.formUnion(members)
-                case let .roleChanged(member, _), let .flagsChanged(member, _): people.insert(member)
+                case .created(_, _, let members), .added(let members), .removed(let members): people.formUnion(members)
+                case .roleChanged(let member, _), .flagsChanged(let member, _): people.insert(member)
                 case .left, .renamed, .rekeyed: break
                 }
             }
@@ -89,11 +89,13 @@ extension Conversations {
         let key = Data(conversation.bytes)
         return try store.writer.write { db -> TimelineChanges in
             try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
-            let shown = Set(try Data.fetchAll(db, sql: "SELECT id FROM timeline WHERE conversation = ?", arguments: [key])
-                .map { RecordID(bytes: $0) })
-            let wasRetracted = Set(try Data.fetchAll(
-                db, sql: "SELECT id FROM timeline WHERE conversation = ? AND retracted = 1", arguments: [key]
-            ).map { RecordID(bytes: $0) })
+            let shown = Set(
+                try Data.fetchAll(db, sql: "SELECT id FROM timeline WHERE conversation = ?", arguments: [key])
+                    .map { RecordID(bytes: $0) })
+            let wasRetracted = Set(
+                try Data.fetchAll(
+                    db, sql: "SELECT id FROM timeline WHERE conversation = ? AND retracted = 1", arguments: [key]
+                ).map { RecordID(bytes: $0) })
             let changes = TimelineChanges(
                 added: state.timeline.map(\.id).filter { !shown.contains($0) },
                 retracted: state.retracted.keys.filter { !wasRetracted.contains($0) }.sorted())
@@ -120,14 +122,17 @@ extension Conversations {
                         INSERT INTO conversation_member (conversation, member, role, flags, is_creator)
                         VALUES (?, ?, ?, ?, ?)
                         """,
-                    arguments: [key, Data(member.bytes), Int(info.role.rawValue), Int(info.flags.rawValue),
-                                member == state.creator])
+                    arguments: [
+                        key, Data(member.bytes), Int(info.role.rawValue), Int(info.flags.rawValue),
+                        member == state.creator,
+                    ])
             }
-            let insert = try db.cachedStatement(sql: """
-                INSERT INTO timeline (id, conversation, lamport, author, is_system, text, system_change, reply_to,
-                    edit_count, deleted, retracted, displayed_ms, received_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO timeline (id, conversation, lamport, author, is_system, text, system_change, reply_to,
+                        edit_count, deleted, retracted, displayed_ms, received_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
             for message in state.retracted.values {
                 let arrived = received[message.id] ?? 0
                 try insert.execute(arguments: [
@@ -144,7 +149,7 @@ extension Conversations {
                 let arrived = received[item.id] ?? 0
                 lastActivity = max(lastActivity, arrived)
                 switch item {
-                case let .message(message):
+                case .message(let message):
                     try insert.execute(arguments: [
                         Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
                         message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
@@ -161,10 +166,11 @@ extension Conversations {
                             sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
                             arguments: [Data(message.id.bytes), Data(person.bytes), Int(reaction.rawValue)])
                     }
-                case let .system(event):
+                case .system(let event):
                     try insert.execute(arguments: [
                         Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
-                        describe(event, name: name), nil, 0, false, false, min(event.displayedAtMillis, max(arrived, 0)),
+                        describe(event, name: name), nil, 0, false, false,
+                        min(event.displayedAtMillis, max(arrived, 0)),
                         arrived,
                     ])
                 }
@@ -191,14 +197,19 @@ extension Conversations {
     @discardableResult
     public func refreshChanged() throws -> [ConversationID: TimelineChanges] {
         let dirty = try store.writer.read { db in
-            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation ORDER BY id").map { ConversationID(bytes: $0) }
+            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation ORDER BY id").map {
+                ConversationID(bytes: $0)
+            }
         }
         var changes = [ConversationID: TimelineChanges]()
         for conversation in dirty {
-            let isProfileFeed = try store.feeds(of: conversation).contains { $0.conversation == .profileFeed(of: $0.author) }
+            let isProfileFeed = try store.feeds(of: conversation).contains {
+                $0.conversation == .profileFeed(of: $0.author)
+            }
             if isProfileFeed {
                 try store.writer.write { db in
-                    try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+                    try db.execute(
+                        sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
                 }
                 continue
             }
@@ -229,7 +240,9 @@ extension Conversations {
 
     /// Total unread messages across conversations (the prompt's counter).
     public func totalUnread() throws -> Int {
-        try store.writer.read { db in try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread), 0) FROM conversation") ?? 0 }
+        try store.writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread), 0) FROM conversation") ?? 0
+        }
     }
 
     /// The last `limit` lines before `cursor` (the newest when nil), oldest first (SPEC F11).
@@ -262,15 +275,17 @@ extension Conversations {
     private func describe(_ event: SystemEvent, name: (AuthorID) -> String) -> String {
         let who = name(event.author)
         switch event.change {
-        case let .created(kind, title, _):
-            return kind == .direct ? "\(who) started the conversation"
+        case .created(let kind, let title, _):
+            return kind == .direct
+                ? "\(who) started the conversation"
                 : "\(who) created the group" + (title.map { " \"\($0)\"" } ?? "")
-        case let .added(members): return "\(who) added \(members.map(name).joined(separator: ", "))"
-        case let .removed(members): return "\(who) removed \(members.map(name).joined(separator: ", "))"
+        case .added(let members): return "\(who) added \(members.map(name).joined(separator: ", "))"
+        case .removed(let members): return "\(who) removed \(members.map(name).joined(separator: ", "))"
         case .left: return "\(who) left"
-        case let .renamed(title): return title.map { "\(who) renamed the group to \($0)" } ?? "\(who) removed the title"
-        case let .roleChanged(member, role): return "\(who) made \(name(member)) \(role == .admin ? "an admin" : "a member")"
-        case let .flagsChanged(member, flags):
+        case .renamed(let title): return title.map { "\(who) renamed the group to \($0)" } ?? "\(who) removed the title"
+        case .roleChanged(let member, let role):
+            return "\(who) made \(name(member)) \(role == .admin ? "an admin" : "a member")"
+        case .flagsChanged(let member, let flags):
             let rights = [(MemberFlags.canAdd, "add"), (.canRemove, "remove"), (.canRename, "rename")]
                 .filter { flags.contains($0.0) }.map(\.1)
             return "\(who) set \(name(member))'s rights: " + (rights.isEmpty ? "none" : rights.joined(separator: ", "))

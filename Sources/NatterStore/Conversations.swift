@@ -1,7 +1,7 @@
 import Foundation
 public import NatterCrypto
-import Synchronization
 public import NatterModel
+import Synchronization
 
 /// Why a conversation action was refused, in words a person can act on.
 public enum ConversationError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -18,13 +18,13 @@ public enum ConversationError: Error, Equatable, Sendable, CustomStringConvertib
     public var description: String {
         switch self {
         case .noSuchConversation: "no such conversation"
-        case let .text(problem): problem.description
+        case .text(let problem): problem.description
         case .invalidTitle: "Title is too long (max \(ConversationLimits.titleCharactersMax) characters)"
-        case let .unknownProfile(author):
+        case .unknownProfile(let author):
             "no profile from \(author.shortHex) yet (their name and key arrive when you sync with them)"
         case .waitingForRekey: "waiting for the group to re-key after a membership change; try again shortly"
         case .lockedOut: "you are no longer a member of this conversation (a membership change was sealed without you)"
-        case let .refused(reason): reason
+        case .refused(let reason): reason
         }
     }
 }
@@ -124,7 +124,8 @@ public final class Conversations: Sendable {
     public func snapshot(of conversation: ConversationID) throws -> ConversationSnapshot {
         let context = try context(for: conversation)
         let feeds = try store.feeds(of: conversation)
-        var cache = caches.withLock { $0[conversation] } ?? ConversationCache(engine: ConversationEngine(context: context))
+        var cache =
+            caches.withLock { $0[conversation] } ?? ConversationCache(engine: ConversationEngine(context: context))
         let shrunk = feeds.contains { $0.applied < cache.applied[$0.author] ?? 0 }
         if shrunk || cache.engine.context.directParties != context.directParties {
             // A fork un-applied records, or we learned who founded it: start over.
@@ -175,7 +176,8 @@ public final class Conversations: Sendable {
         let snapshot = try snapshot(of: id)
         if !snapshot.state.exists || snapshot.state.currentEpoch == nil {
             let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
-            _ = try commit(.create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now, salt: salt)
+            _ = try commit(
+                .create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now, salt: salt)
         }
         return try send(text, in: id, now: now)
     }
@@ -196,7 +198,8 @@ public final class Conversations: Sendable {
     }
 
     @discardableResult
-    public func edit(_ message: RecordID, to text: String, in conversation: ConversationID, now: Int64) throws -> Record {
+    public func edit(_ message: RecordID, to text: String, in conversation: ConversationID, now: Int64) throws -> Record
+    {
         let clean: String
         do {
             clean = try MessageText.clean(text)
@@ -294,12 +297,15 @@ public final class Conversations: Sendable {
 
     /// Appends a commit: in-epoch operations under the current epoch, epoch-opening ones with a fresh key sealed to
     /// the resulting roster and the parent epochs' keys chained under it.
-    private func commit(_ operation: ControlOperation, in conversation: ConversationID, now: Int64, salt: [UInt8]? = nil)
+    private func commit(
+        _ operation: ControlOperation, in conversation: ConversationID, now: Int64, salt: [UInt8]? = nil
+    )
         throws -> Record
     {
         let snapshot = try snapshot(of: conversation)
         let state = snapshot.state
-        if case .create = operation {} else {
+        if case .create = operation {
+        } else {
             guard state.exists else { throw ConversationError.noSuchConversation }
             guard !snapshot.lockedOut else { throw ConversationError.lockedOut }
         }
@@ -312,7 +318,8 @@ public final class Conversations: Sendable {
                 identity: identity.signing
             ) { header in
                 try self.check(.control(operation, opening: nil), header: header, against: snapshot)
-                return ConversationPayload.sealInEpochCommit(operation, key: key, header: RecordCodec.encodeHeader(header))
+                return ConversationPayload.sealInEpochCommit(
+                    operation, key: key, header: RecordCodec.encodeHeader(header))
             }
         }
         let parents = state.epochHeads.filter { snapshot.keys[$0] != nil }
@@ -343,9 +350,9 @@ public final class Conversations: Sendable {
     private func roster(after operation: ControlOperation, state: ConversationState) throws -> Set<AuthorID> {
         let current = Set(state.members.keys)
         switch operation {
-        case let .create(_, _, members, _): return Set(members + [me])
-        case let .add(members): return current.union(members)
-        case let .remove(members): return current.subtracting(members)
+        case .create(_, _, let members, _): return Set(members + [me])
+        case .add(let members): return current.union(members)
+        case .remove(let members): return current.subtracting(members)
         case .rekey: return current
         case .leave, .rename, .setRole, .setFlags: return current
         }

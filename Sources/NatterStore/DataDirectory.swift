@@ -65,7 +65,8 @@ public struct DataDirectory: Sendable {
             wipe(&seed)
             wipe(&secret)
         }
-        var text = Array("natter identity v1\nidentity-seed \(Hex.encode(seed))\nencryption-secret \(Hex.encode(secret))\n".utf8)
+        var text = Array(
+            "natter identity v1\nidentity-seed \(Hex.encode(seed))\nencryption-secret \(Hex.encode(secret))\n".utf8)
         defer { wipe(&text) }
         try writeSecretFile(identityFile, contents: text)
     }

@@ -36,7 +36,8 @@ public struct FeedState: Equatable, Sendable {
     }
 
     /// The columns `init(row:)` reads, in its order.
-    static let columns = "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason"
+    static let columns =
+        "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason"
 
     /// Reads a row of `columns` by position (the schema's order), which is much cheaper than by name.
     init(row: Row) {

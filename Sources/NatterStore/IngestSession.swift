@@ -117,13 +117,17 @@ struct IngestSession {
     {
         let header = record.header
         let feedArguments: StatementArguments = [Data(header.conversation.bytes), Data(header.author.bytes)]
-        let known = try Bool.fetchOne(
-            db, sql: "SELECT EXISTS (SELECT 1 FROM fork_evidence WHERE conversation = ? AND author = ? AND record_id = ?)",
-            arguments: feedArguments + [Data(record.id.bytes)]) ?? false
+        let known =
+            try Bool.fetchOne(
+                db,
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM fork_evidence WHERE conversation = ? AND author = ? AND record_id = ?)",
+                arguments: feedArguments + [Data(record.id.bytes)]) ?? false
         if known { return .duplicate(record.id) }
-        let held = try Int.fetchOne(
-            db, sql: "SELECT COUNT(*) FROM fork_evidence WHERE conversation = ? AND author = ?",
-            arguments: feedArguments) ?? 0
+        let held =
+            try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM fork_evidence WHERE conversation = ? AND author = ?",
+                arguments: feedArguments) ?? 0
         if held < StoreLimits.forkEvidencePerFeedMax {
             try db.execute(
                 sql: """
@@ -202,8 +206,9 @@ struct IngestSession {
         }
         // Mark conversations whose applied records changed, in this same transaction, for the derived tables.
         for conversation in changedConversations.union(rebuilt).sorted() {
-            try db.execute(sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)",
-                           arguments: [Data(conversation.bytes)])
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)",
+                arguments: [Data(conversation.bytes)])
         }
         touched = [:]
         needsRebuild = []
@@ -241,7 +246,8 @@ struct IngestSession {
                 var cutAtFork = false
                 var blockedOn: AuthorID?
                 for dependency in header.dependencies {
-                    let target = feeds[dependency.author]
+                    let target =
+                        feeds[dependency.author]
                         ?? FeedState(conversation: conversation, author: dependency.author)
                     var sequence = dependency.sequence
                     var beyondFork: UInt64 = 0
@@ -273,7 +279,8 @@ struct IngestSession {
                 }
                 let expected = bound + 1
                 guard cutAtFork ? header.lamport >= expected : header.lamport == expected else {
-                    state.stalledReason = "Lamport number \(header.lamport) at sequence \(next), expected "
+                    state.stalledReason =
+                        "Lamport number \(header.lamport) at sequence \(next), expected "
                         + (cutAtFork ? "at least " : "") + "\(expected)"
                     feeds[author] = state
                     update(state)

@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 public import GRDB
 public import NatterCrypto
 public import NatterModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The node's durable record log in SQLite: every record it holds, per-feed frontiers and fork evidence.
 ///
@@ -104,8 +105,8 @@ public final class RecordStore: Sendable {
         records.reserveCapacity(batch.count)
         for (index, decoded) in Self.decodeAndVerify(batch).enumerated() {
             switch decoded {
-            case let .success(record): records.append((index, record))
-            case let .failure(error): outcomes[index] = .rejected(error)
+            case .success(let record): records.append((index, record))
+            case .failure(let error): outcomes[index] = .rejected(error)
             }
         }
         let result: (outcomes: [(Int, IngestOutcome)], applied: [RecordID], rebuilt: [ConversationID])

@@ -28,24 +28,24 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .directoryInUse(path, pid):
+        case .directoryInUse(let path, let pid):
             let who = pid.map { "natter process \($0)" } ?? "another natter process"
             return "data directory \(path) is in use by \(who); stop it first or choose another with --data DIR"
-        case let .fileSystem(path, reason): return "\(path): \(reason)"
-        case let .notInitialised(path): return "no identity in \(path): run `natter init` first (or pass --data DIR)"
-        case let .alreadyInitialised(path): return "\(path) already holds an identity; use `natter id` to see it"
-        case let .insecurePermissions(path, mode):
+        case .fileSystem(let path, let reason): return "\(path): \(reason)"
+        case .notInitialised(let path): return "no identity in \(path): run `natter init` first (or pass --data DIR)"
+        case .alreadyInitialised(let path): return "\(path) already holds an identity; use `natter id` to see it"
+        case .insecurePermissions(let path, let mode):
             return "\(path) is readable by other users (mode \(String(mode, radix: 8))): run `chmod 600 \(path)`"
-        case let .malformedFile(path, reason): return "\(path) is damaged: \(reason)"
-        case let .identityMismatch(path):
+        case .malformedFile(let path, let reason): return "\(path) is damaged: \(reason)"
+        case .identityMismatch(let path):
             return "the database in \(path) was written by another identity; do not mix data directories"
-        case let .ownFeedFrozen(conversation):
+        case .ownFeedFrozen(let conversation):
             return "your feed in conversation \(conversation.shortHex) is forked (this identity wrote elsewhere); "
                 + "refusing to write more there"
-        case let .tooManyAuthors(conversation, count):
+        case .tooManyAuthors(let conversation, let count):
             return "conversation \(conversation.shortHex) has \(count) authors, more than a record can depend on"
-        case let .invalidOwnRecord(error): return "could not build your record: \(error)"
-        case let .database(message): return "database error: \(message)"
+        case .invalidOwnRecord(let error): return "could not build your record: \(error)"
+        case .database(let message): return "database error: \(message)"
         }
     }
 }

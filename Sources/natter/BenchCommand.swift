@@ -60,32 +60,48 @@ struct BenchCommand: ParsableCommand {
             ("ed25519_verify", verifications, verify, "one core, \(sample.bytes.count)-byte records"),
             ("verify_all_cores", verifications, verifyAll, "\(cores) cores in parallel"),
             ("decode_verify", workload.records.count, decode, "decode + canonical check + signature, one core"),
-            ("sqlite_insert", workload.records.count, insert, "record rows, \(batch) per transaction, synchronous=FULL"),
-            ("full_ingest", workload.records.count, ingest, "RecordStore.ingest, \(batch) per batch, \(authors) authors"),
+            (
+                "sqlite_insert", workload.records.count, insert,
+                "record rows, \(batch) per transaction, synchronous=FULL"
+            ),
+            (
+                "full_ingest", workload.records.count, ingest,
+                "RecordStore.ingest, \(batch) per batch, \(authors) authors"
+            ),
         ]
         if json {
             let fields = results.map { "\"\($0.0)_per_second\": \(Int($0.1))" }.joined(separator: ", ")
-            print("{\(fields), \"records\": \(records), \"authors\": \(authors), \"cores\": \(ProcessInfo.processInfo.activeProcessorCount)}")
+            print(
+                "{\(fields), \"records\": \(records), \"authors\": \(authors), \"cores\": \(ProcessInfo.processInfo.activeProcessorCount)}"
+            )
             return
         }
-        print("natter bench: \(records) records, \(authors) authors, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print(
+            "natter bench: \(records) records, \(authors) authors, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         for (name, count, rate, note) in results {
-            print(name.padding(toLength: 16, withPad: " ", startingAt: 0)
-                + "\(count)".leftPadded(9) + " ops " + "\(Int(rate))".leftPadded(9) + " /s   " + note)
+            print(
+                name.padding(toLength: 16, withPad: " ", startingAt: 0)
+                    + "\(count)".leftPadded(9) + " ops " + "\(Int(rate))".leftPadded(9) + " /s   " + note)
         }
         let limit = min(verifyAll, insert)
-        print("full ingest reaches \(Int((ingest / limit * 100).rounded()))% of the lower physical limit "
-            + "(min of verify on all cores and insert)")
+        print(
+            "full ingest reaches \(Int((ingest / limit * 100).rounded()))% of the lower physical limit "
+                + "(min of verify on all cores and insert)")
     }
 
     private func runQueries() throws {
-        let result = try withScratchDirectory { try QueryBench(conversations: conversations, messages: messages).run(in: $0) }
-        func quantiles(_ values: [Double]) -> String {
-            String(format: "p50 %.2f ms  p90 %.2f ms  max %.2f ms", values[values.count / 2],
-                   values[values.count * 9 / 10], values.last!)
+        let result = try withScratchDirectory {
+            try QueryBench(conversations: conversations, messages: messages).run(in: $0)
         }
-        print("natter bench --queries: \(messages) messages in \(conversations) conversations "
-            + String(format: "(populated in %.1f s)", result.populateSeconds))
+        func quantiles(_ values: [Double]) -> String {
+            String(
+                format: "p50 %.2f ms  p90 %.2f ms  max %.2f ms", values[values.count / 2],
+                values[values.count * 9 / 10], values.last!)
+        }
+        print(
+            "natter bench --queries: \(messages) messages in \(conversations) conversations "
+                + String(format: "(populated in %.1f s)", result.populateSeconds))
         print("list conversations   " + quantiles(result.listMillis))
         print("open (last 50)       " + quantiles(result.openMillis))
         print("filter the list      " + quantiles(result.filterMillis))
@@ -137,7 +153,8 @@ struct BenchCommand: ParsableCommand {
                 }
             }
             guard applied == records.count else {
-                throw ValidationError("ingest applied \(applied) of \(records.count) records: benchmark workload broken")
+                throw ValidationError(
+                    "ingest applied \(applied) of \(records.count) records: benchmark workload broken")
             }
             return rate
         }
@@ -148,7 +165,8 @@ struct BenchCommand: ParsableCommand {
     }
 
     private func withScratchDirectory<T>(_ body: (String) throws -> T) throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-bench-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "natter-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         return try body(directory.path)

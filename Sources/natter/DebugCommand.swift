@@ -52,9 +52,10 @@ struct DebugCommand: ParsableCommand {
             do {
                 let (_, store) = try data.dataDirectory.open()
                 for feed in try store.feeds() {
-                    print("\(feed.conversation.hex) \(feed.author.hex) stored \(feed.stored) applied \(feed.applied)"
-                        + (feed.forkSequence.map { " forked at \($0)" } ?? "")
-                        + (feed.stalledReason.map { " stalled: \($0)" } ?? ""))
+                    print(
+                        "\(feed.conversation.hex) \(feed.author.hex) stored \(feed.stored) applied \(feed.applied)"
+                            + (feed.forkSequence.map { " forked at \($0)" } ?? "")
+                            + (feed.stalledReason.map { " stalled: \($0)" } ?? ""))
                 }
             } catch {
                 throw fail(error)

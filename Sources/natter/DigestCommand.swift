@@ -21,8 +21,9 @@ struct DigestCommand: ParsableCommand {
             let (identity, store) = try data.dataDirectory.open()
             let stats = try store.statistics()
             print("log \(Hex.encode(try store.logDigest()))")
-            print("records \(stats.recordsHeld) held, \(stats.recordsApplied) applied; feeds \(stats.feeds); "
-                + "conversations \(stats.conversations); forked feeds \(stats.forkedFeeds)")
+            print(
+                "records \(stats.recordsHeld) held, \(stats.recordsApplied) applied; feeds \(stats.feeds); "
+                    + "conversations \(stats.conversations); forked feeds \(stats.forkedFeeds)")
             let conversations = Conversations(store: store, identity: identity)
             for id in try store.conversationIDs() {
                 let isProfileFeed = try store.feeds(of: id).contains { $0.conversation == .profileFeed(of: $0.author) }

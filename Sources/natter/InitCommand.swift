@@ -20,8 +20,10 @@ struct InitCommand: ParsableCommand {
             discussion: "Visible to other local users in the process list; prefer --network-file."))
     var network: String?
 
-    @Option(help: ArgumentHelp("Read the network passphrase from the first line of FILE ('-' for standard input).",
-                               valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Read the network passphrase from the first line of FILE ('-' for standard input).",
+            valueName: "FILE"))
     var networkFile: String?
 
     func validate() throws {

@@ -8,8 +8,10 @@ struct Natter: ParsableCommand {
         commandName: "natter",
         abstract: "A serverless chat node for local networks.",
         discussion: "Without a subcommand, natter starts the node on the default data directory (see `natter run`).",
-        subcommands: [RunCommand.self, InitCommand.self, IdCommand.self, DigestCommand.self, BenchCommand.self,
-                      DebugCommand.self],
+        subcommands: [
+            RunCommand.self, InitCommand.self, IdCommand.self, DigestCommand.self, BenchCommand.self,
+            DebugCommand.self,
+        ],
         defaultSubcommand: RunCommand.self
     )
 }
@@ -19,7 +21,8 @@ struct DataOption: ParsableArguments {
     @Option(
         name: .customLong("data"),
         help: ArgumentHelp(
-            "The node's data directory.", discussion: "Default: $NATTER_HOME, else $XDG_DATA_HOME/natter, else ~/.local/share/natter.",
+            "The node's data directory.",
+            discussion: "Default: $NATTER_HOME, else $XDG_DATA_HOME/natter, else ~/.local/share/natter.",
             valueName: "DIR"))
     var directory: String?
 

@@ -75,15 +75,17 @@ struct QueryBench {
         var open = [Double]()
         var filter = [Double]()
         for round in 0..<50 {
-            list.append(try timeMillis {
-                let rows = try service.conversationList()
-                precondition(rows.count == conversations)
-            })
+            list.append(
+                try timeMillis {
+                    let rows = try service.conversationList()
+                    precondition(rows.count == conversations)
+                })
             let id = ids[round % ids.count]
-            open.append(try timeMillis {
-                let lines = try service.history(id)
-                precondition(lines.count == min(50, perConversation + 1))
-            })
+            open.append(
+                try timeMillis {
+                    let lines = try service.history(id)
+                    precondition(lines.count == min(50, perConversation + 1))
+                })
             filter.append(try timeMillis { _ = try service.conversationList(filter: "group 4") })
         }
         return Result(

@@ -46,7 +46,8 @@ struct ConvergencePropertyTests {
                 var sequence = dependency.sequence
                 if let fork = forks[dependency.author], sequence >= fork { sequence = fork - 1 }
                 if sequence > 0 {
-                    #expect(applied.contains("\(header.conversation.hex)/\(dependency.author.hex)/\(sequence)"),
+                    #expect(
+                        applied.contains("\(header.conversation.hex)/\(dependency.author.hex)/\(sequence)"),
                         "record \(id) applied before its dependency \(dependency.author.shortHex)#\(sequence)")
                 }
             }
@@ -84,8 +85,9 @@ struct ConvergencePropertyTests {
             // Apply order is only meaningful without rebuilds (a rebuild re-applies from scratch).
             if forks.isEmpty { Self.checkCausalOrder(delivery.appliedOrder, records: byID, forks: forks) }
             digests.insert(try observer.logDigest())
-            states.insert(feeds.map { "\($0.conversation.hex)/\($0.author.hex) \($0.applied) \($0.forkSequence ?? 0)" }
-                .joined(separator: "\n"))
+            states.insert(
+                feeds.map { "\($0.conversation.hex)/\($0.author.hex) \($0.applied) \($0.forkSequence ?? 0)" }
+                    .joined(separator: "\n"))
             #expect(feeds.allSatisfy { $0.applied <= $0.stored })
         }
         #expect(digests.count == 1, "observers disagree for seed \(seed)")

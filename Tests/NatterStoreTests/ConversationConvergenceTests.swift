@@ -20,9 +20,11 @@ struct ConversationConvergenceTests {
         var conversations = [ConversationID]()
         let founder = replicas[0]
         let founding = replicas.dropFirst().filter { _ in Bool.random(using: &rng) }.map(\.id)
-        conversations.append(try founder.conversations.createGroup(
-            title: "g\(seed)", members: founding.isEmpty ? [replicas[1].id] : founding, now: founder.tick()))
-        conversations.append(try replicas[1].conversations.sendDirect("hi", to: replicas[2].id, now: 1).header.conversation)
+        conversations.append(
+            try founder.conversations.createGroup(
+                title: "g\(seed)", members: founding.isEmpty ? [replicas[1].id] : founding, now: founder.tick()))
+        conversations.append(
+            try replicas[1].conversations.sendDirect("hi", to: replicas[2].id, now: 1).header.conversation)
 
         for _ in 0..<Int.random(in: 20...45, using: &rng) {
             let actor = replicas.randomElement(using: &rng)!
@@ -46,7 +48,9 @@ struct ConversationConvergenceTests {
                     if snapshot.state.rekeyDuty == replica.id, snapshot.state.members[replica.id] != nil,
                         !snapshot.lockedOut
                     {
-                        if (try? replica.conversations.rekey(conversation, now: replica.tick())) != nil { rekeyed = true }
+                        if (try? replica.conversations.rekey(conversation, now: replica.tick())) != nil {
+                            rekeyed = true
+                        }
                     }
                 }
             }
@@ -61,7 +65,8 @@ struct ConversationConvergenceTests {
             guard let first = members.first else { continue }
             let reference = states[first].state
             for index in members.dropFirst() where states[index].state.digest() != reference.digest() {
-                return "seed \(seed): \(replicas[index].name) and \(replicas[first].name) differ in \(conversation.shortHex)"
+                return
+                    "seed \(seed): \(replicas[index].name) and \(replicas[first].name) differ in \(conversation.shortHex)"
                     + "\n  members \(states[index].state.sortedMembers) vs \(reference.sortedMembers)"
                     + "\n  timeline \(states[index].state.timeline.count) vs \(reference.timeline.count)"
                     + "\n  rejected \(states[index].state.rejected) vs \(reference.rejected)"
@@ -70,7 +75,8 @@ struct ConversationConvergenceTests {
             // The incremental state every snapshot used equals a derivation from scratch, for every member.
             for index in members {
                 let records = try replicas[index].store.appliedRecords(of: conversation)
-                let reader = ConversationReader(member: replicas[index].id, keyPair: replicas[index].identity.encryption)
+                let reader = ConversationReader(
+                    member: replicas[index].id, keyPair: replicas[index].identity.encryption)
                 let scratch = ConversationRules.derive(reader.read(records).entries, context: states[index].context)
                 if scratch != states[index].state {
                     return "seed \(seed): \(replicas[index].name)'s incremental state differs from a rebuild"
@@ -78,8 +84,10 @@ struct ConversationConvergenceTests {
             }
             // Step by step: an engine fed the records in a random causal order and random batches equals a
             // rebuild after every step.
-            if let problem = try checkIncrementalSteps(replicas[members[0]], conversation, context: states[members[0]].context,
-                                                       rng: &rng) {
+            if let problem = try checkIncrementalSteps(
+                replicas[members[0]], conversation, context: states[members[0]].context,
+                rng: &rng)
+            {
                 return "seed \(seed): \(problem)"
             }
             // Order independence: a second copy of one member, fed everything in a random order.
@@ -87,7 +95,9 @@ struct ConversationConvergenceTests {
             let twin = Replica(cloneOf: member)
             _ = try deliver(try member.store.allRecords(), to: twin.store, batchSizes: 1...16, rng: &rng)
             let twinState = try twin.conversations.snapshot(of: conversation).state
-            if twinState.digest() != reference.digest() { return "seed \(seed): order changed the state of \(conversation.shortHex)" }
+            if twinState.digest() != reference.digest() {
+                return "seed \(seed): order changed the state of \(conversation.shortHex)"
+            }
             if twinState.timeline.map(\.id) != reference.timeline.map(\.id) { return "seed \(seed): timelines differ" }
         }
         return nil
@@ -95,8 +105,10 @@ struct ConversationConvergenceTests {
 
     /// Feeds `member`'s applied records of `conversation` to a fresh engine in a random causal order, in random
     /// batches, comparing with a derivation from scratch after every batch.
-    static func checkIncrementalSteps(_ member: Replica, _ conversation: ConversationID, context: ConversationContext,
-                                      rng: inout SeededGenerator) throws -> String? {
+    static func checkIncrementalSteps(
+        _ member: Replica, _ conversation: ConversationID, context: ConversationContext,
+        rng: inout SeededGenerator
+    ) throws -> String? {
         let records = try member.store.appliedRecords(of: conversation)
         let reader = ConversationReader(member: member.id, keyPair: member.identity.encryption)
         let entries = reader.read(records).entries
@@ -135,7 +147,7 @@ struct ConversationConvergenceTests {
             index += size
         }
         let removals = sorted.filter { entry in
-            if case let .control(operation, _) = entry.body {
+            if case .control(let operation, _) = entry.body {
                 switch operation {
                 case .remove, .leave: return true
                 default: return false
@@ -143,45 +155,73 @@ struct ConversationConvergenceTests {
             }
             return false
         }.count
-        if ordered.rebuilds > removals { return "\(ordered.rebuilds) rebuilds in display order with \(removals) removals" }
+        if ordered.rebuilds > removals {
+            return "\(ordered.rebuilds) rebuilds in display order with \(removals) removals"
+        }
         if ordered.state != engine.state { return "display-order engine differs from the causal-order one" }
         return nil
     }
 
     /// One random user action; refusals (what the rules would reject) are simply skipped.
-    static func act(_ actor: Replica, in conversation: ConversationID, replicas: [Replica],
-                    rng: inout SeededGenerator) throws {
+    static func act(
+        _ actor: Replica, in conversation: ConversationID, replicas: [Replica],
+        rng: inout SeededGenerator
+    ) throws {
         let service = actor.conversations
         let state = try actor.state(conversation)
         let now = actor.tick()
         let messages = state.timeline.compactMap { item -> TimelineMessage? in
-            if case let .message(message) = item { return message }
+            if case .message(let message) = item { return message }
             return nil
         }
         let own = messages.filter { $0.author == actor.id && !$0.deleted }
         let others = replicas.map(\.id).filter { $0 != actor.id }
         switch Int.random(in: 0..<14, using: &rng) {
-        case 0...3: try service.send("m\(rng.next() % 1000)", in: conversation, replyTo: messages.randomElement(using: &rng)?.id, now: now)
-        case 4: if let target = own.randomElement(using: &rng) { try service.edit(target.id, to: "e\(rng.next() % 100)", in: conversation, now: now) }
-        case 5: if let target = own.randomElement(using: &rng) { try service.delete(target.id, in: conversation, now: now) }
-        case 6: if let target = messages.randomElement(using: &rng) {
-            try service.react(Reaction.allCases.randomElement(using: &rng)!, to: target.id, in: conversation, now: now) }
-        case 7: if let target = messages.randomElement(using: &rng) { try service.unreact(target.id, in: conversation, now: now) }
+        case 0...3:
+            try service.send(
+                "m\(rng.next() % 1000)", in: conversation, replyTo: messages.randomElement(using: &rng)?.id, now: now)
+        case 4:
+            if let target = own.randomElement(using: &rng) {
+                try service.edit(target.id, to: "e\(rng.next() % 100)", in: conversation, now: now)
+            }
+        case 5:
+            if let target = own.randomElement(using: &rng) { try service.delete(target.id, in: conversation, now: now) }
+        case 6:
+            if let target = messages.randomElement(using: &rng) {
+                try service.react(
+                    Reaction.allCases.randomElement(using: &rng)!, to: target.id, in: conversation, now: now)
+            }
+        case 7:
+            if let target = messages.randomElement(using: &rng) {
+                try service.unreact(target.id, in: conversation, now: now)
+            }
         case 8: try service.markRead(conversation, now: now)
-        case 9: if let who = others.filter({ state.members[$0] == nil }).randomElement(using: &rng) {
-            try service.add([who], to: conversation, now: now) }
-        case 10: if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
-            try service.remove([who], from: conversation, now: now) }
+        case 9:
+            if let who = others.filter({ state.members[$0] == nil }).randomElement(using: &rng) {
+                try service.add([who], to: conversation, now: now)
+            }
+        case 10:
+            if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
+                try service.remove([who], from: conversation, now: now)
+            }
         case 11: try service.rename(conversation, to: "t\(rng.next() % 100)", now: now)
-        case 12: if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
-            if Bool.random(using: &rng) {
-                try service.setRole(Bool.random(using: &rng) ? .admin : .member, of: who, in: conversation, now: now)
-            } else {
-                try service.setFlags(MemberFlags(rawValue: UInt8.random(in: 0...7, using: &rng)), of: who, in: conversation, now: now)
-            } }
+        case 12:
+            if let who = others.filter({ state.members[$0] != nil }).randomElement(using: &rng) {
+                if Bool.random(using: &rng) {
+                    try service.setRole(
+                        Bool.random(using: &rng) ? .admin : .member, of: who, in: conversation, now: now)
+                } else {
+                    try service.setFlags(
+                        MemberFlags(rawValue: UInt8.random(in: 0...7, using: &rng)), of: who, in: conversation, now: now
+                    )
+                }
+            }
         default:
-            if Int.random(in: 0..<4, using: &rng) == 0 { try service.leave(conversation, now: now) } else {
-                try service.rekey(conversation, now: now) }
+            if Int.random(in: 0..<4, using: &rng) == 0 {
+                try service.leave(conversation, now: now)
+            } else {
+                try service.rekey(conversation, now: now)
+            }
         }
     }
 

@@ -62,7 +62,7 @@ final class Replica {
 
     func texts(_ conversation: ConversationID) throws -> [String] {
         try state(conversation).timeline.compactMap { item in
-            if case let .message(message) = item { return message.deleted ? "(deleted)" : message.text }
+            if case .message(let message) = item { return message.deleted ? "(deleted)" : message.text }
             return nil
         }
     }

@@ -16,7 +16,8 @@ struct ConversationTableTests {
         let bob = try Replica("Bob", seed: 302)
         let carol = try Replica("Carol", seed: 303)
         try introduce([alice, bob, carol])
-        let group = try alice.conversations.createGroup(title: "Book club", members: [bob.id, carol.id], now: alice.tick())
+        let group = try alice.conversations.createGroup(
+            title: "Book club", members: [bob.id, carol.id], now: alice.tick())
         try alice.conversations.send(String(repeating: "x", count: 150), in: group, now: alice.tick())
         try alice.conversations.send("chapter 3 tonight", in: group, now: alice.tick())
         let direct = try carol.conversations.sendDirect("hey Bob", to: bob.id, now: carol.tick()).header.conversation
@@ -71,8 +72,9 @@ struct ConversationTableTests {
         let message = try alice.conversations.send("hi", in: chat, now: alice.tick())
         try bob.pull(from: alice)
         try bob.conversations.react(.laugh, to: message.id, in: chat, now: bob.tick())
-        try bob.conversations.edit(try bob.conversations.send("typo", in: chat, now: bob.tick()).id, to: "fixed",
-                                   in: chat, now: bob.tick())
+        try bob.conversations.edit(
+            try bob.conversations.send("typo", in: chat, now: bob.tick()).id, to: "fixed",
+            in: chat, now: bob.tick())
         try bob.conversations.refresh(chat)
         let before = try dump(bob.store)
         try bob.conversations.refresh(chat)
@@ -90,7 +92,8 @@ struct ConversationTableTests {
     func dump(_ store: RecordStore) throws -> String {
         try store.writer.read { db in
             try ["conversation", "conversation_member", "timeline", "reaction", "epoch_key"].map { table in
-                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1, 2").map { "\($0)" }.joined(separator: "\n")
+                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1, 2").map { "\($0)" }.joined(
+                    separator: "\n")
             }.joined(separator: "\n--\n")
         }
     }

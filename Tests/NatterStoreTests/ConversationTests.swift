@@ -105,7 +105,7 @@ struct ConversationTests {
         try bob.conversations.remove([carol.id], from: chat, now: bob.tick())
         try syncAll(people)
         let changes = try alice.state(chat).timeline.compactMap { item -> SystemEvent.Change? in
-            if case let .system(event) = item { return event.change }
+            if case .system(let event) = item { return event.change }
             return nil
         }
         #expect(changes.count == 4)
@@ -253,12 +253,15 @@ struct ConversationTests {
         #expect(try alice.state(chat).rejected[line.id] == nil)  // Alice never received it
     }
 
-    @Test("a 64-member group through 200 epochs: every commit fits a record, the last member added reads the first line")
+    @Test(
+        "a 64-member group through 200 epochs: every commit fits a record, the last member added reads the first line")
     func largeGroupManyEpochs() throws {
         var rng = SeededGenerator(seed: 64)
         let creator = try Replica("Creator", seed: 640)
         let others = try (0..<63).map { index -> LocalIdentity in
-            LocalIdentity(signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
+            LocalIdentity(
+                signing: try IdentityKeyPair(seed: rng.bytes(32)),
+                encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
         }
         // Their profiles reach the creator (as sync would bring them).
         for identity in others {
@@ -277,8 +280,10 @@ struct ConversationTests {
         for round in 0..<199 {
             let record: Record
             switch round % 4 {
-            case 0: record = try creator.conversations.remove([others[round % 62].author], from: chat, now: creator.tick())
-            case 1: record = try creator.conversations.add([others[(round - 1) % 62].author], to: chat, now: creator.tick())
+            case 0:
+                record = try creator.conversations.remove([others[round % 62].author], from: chat, now: creator.tick())
+            case 1:
+                record = try creator.conversations.add([others[(round - 1) % 62].author], to: chat, now: creator.tick())
             default: record = try creator.conversations.rekey(chat, now: creator.tick())
             }
             largest = max(largest, record.bytes.count)
@@ -327,7 +332,9 @@ struct ConversationTests {
         let (people, chat) = try group(["Alice", "Bob"], seed: 80)
         let (alice, bob) = (people[0], people[1])
         let message = try alice.conversations.send("v0", in: chat, now: alice.tick())
-        for version in 1...12 { try alice.conversations.edit(message.id, to: "v\(version)", in: chat, now: alice.tick()) }
+        for version in 1...12 {
+            try alice.conversations.edit(message.id, to: "v\(version)", in: chat, now: alice.tick())
+        }
         try syncAll(people)
         let edited = try #require(try bob.state(chat).message(message.id))
         #expect(edited.text == "v12" && edited.edited && edited.versions.count == 10 && edited.versions.first == "v3")

@@ -19,7 +19,8 @@ struct IngestTests {
         let headerBits = RecordCodec.headerByteCount(record.header.dependencies.count) * 8
         let payloadStart = headerBits / 8 + 4
         // A sample of positions in each region (every bit of all three would be 2,000+ SQLite transactions).
-        let positions = Array(stride(from: 0, to: headerBits, by: 7))
+        let positions =
+            Array(stride(from: 0, to: headerBits, by: 7))
             + Array(stride(from: payloadStart * 8, to: (payloadStart + record.payload.count) * 8, by: 3))
             + Array(stride(from: (record.bytes.count - 64) * 8, to: record.bytes.count * 8, by: 1))
         var rejected = 0

@@ -62,7 +62,8 @@ struct Delivery {
 /// Delivers `records` to `store` in random batches (shuffled when `rng` is given), keeping out-of-order records
 /// in a buffer and retrying them until a full pass makes no progress.
 func deliver(
-    _ records: [Record], to store: RecordStore, batchSizes: ClosedRange<Int>, rng: UnsafeMutablePointer<SeededGenerator>?
+    _ records: [Record], to store: RecordStore, batchSizes: ClosedRange<Int>,
+    rng: UnsafeMutablePointer<SeededGenerator>?
 ) throws -> Delivery {
     var pending = records
     if let rng { pending.shuffle(using: &rng.pointee) }

@@ -39,7 +39,7 @@ extension ConversationState {
         add("timeline")
         for item in timeline {
             switch item {
-            case let .message(message):
+            case .message(let message):
                 out.append(1)
                 add(message.id.bytes)
                 add(UInt64(bitPattern: message.displayedAtMillis))
@@ -47,7 +47,7 @@ extension ConversationState {
                 for version in message.versions { add(version) }
                 add(UInt64(message.editCount))
                 out.append(message.deleted ? 1 : 0)
-            case let .system(event):
+            case .system(let event):
                 out.append(2)
                 add(event.id.bytes)
                 add(UInt64(bitPattern: event.displayedAtMillis))

@@ -23,7 +23,7 @@ public struct MessageStatus: Hashable, Sendable, CustomStringConvertible {
         case .delivered:
             recipients.count > 1 && !readBy.isEmpty ? "read by \(readBy.count) of \(recipients.count)" : "delivered"
         case .read: "read"
-        case let .notDelivered(reason): "not delivered: \(reason)"
+        case .notDelivered(let reason): "not delivered: \(reason)"
         }
     }
 }

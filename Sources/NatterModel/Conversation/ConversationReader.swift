@@ -70,7 +70,9 @@ public struct ConversationReader: Sendable {
         return (entries, keys)
     }
 
-    private func open(_ record: Record, commit: ConversationPayload.Commit?, key: SymmetricKey) -> ConversationEntry.Body {
+    private func open(_ record: Record, commit: ConversationPayload.Commit?, key: SymmetricKey)
+        -> ConversationEntry.Body
+    {
         let header = Array(record.headerBytes)
         do {
             switch record.header.kind {
@@ -85,7 +87,7 @@ public struct ConversationReader: Sendable {
         } catch {
             switch error {
             case .noKey: return .unreadable
-            case let .malformed(reason): return .malformed(reason)
+            case .malformed(let reason): return .malformed(reason)
             }
         }
     }

@@ -72,10 +72,10 @@ public struct ConversationEngine: Sendable {
 
     private func sameBody(_ a: ConversationEntry.Body, _ b: ConversationEntry.Body) -> Bool {
         switch (a, b) {
-        case let (.content(x), .content(y)): x == y
-        case let (.control(x, o1), .control(y, o2)): x == y && o1 == o2
+        case (.content(let x), .content(let y)): x == y
+        case (.control(let x, let o1), .control(let y, let o2)): x == y && o1 == o2
         case (.unreadable, .unreadable): true
-        case let (.malformed(x), .malformed(y)): x == y
+        case (.malformed(let x), .malformed(let y)): x == y
         default: false
         }
     }
@@ -106,24 +106,24 @@ struct GroupFold {
         for control in controls {
             let entry = control.entry
             switch control.operation {
-            case let .create(kind, title, members, _):
+            case .create(let kind, let title, let members, _):
                 if self.kind == nil {
                     self.kind = kind
                     self.title = title
                     genesisAuthor = kind == .group ? entry.author : nil
                 }
                 for member in members + [entry.author] { adds[member, default: []].append(entry) }
-            case let .add(members):
+            case .add(let members):
                 for member in members { adds[member, default: []].append(entry) }
-            case let .remove(members):
+            case .remove(let members):
                 for member in members { removals[member, default: []].append(entry) }
             case .leave:
                 removals[entry.author, default: []].append(entry)
-            case let .rename(title):
+            case .rename(let title):
                 self.title = title
-            case let .setRole(member, role):
+            case .setRole(let member, let role):
                 roleChanges.append((member, role, entry.position))
-            case let .setFlags(member, flags):
+            case .setFlags(let member, let flags):
                 flagChanges.append((member, flags, entry.position))
             case .rekey:
                 break
@@ -189,10 +189,10 @@ struct Derivation: Sendable {
     /// no control in it may retract content already accepted (strong removal reaching back).
     func canAppend(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
-            guard case let .control(operation, _) = entry.body else { continue }
+            guard case .control(let operation, _) = entry.body else { continue }
             let removed: [AuthorID]
             switch operation {
-            case let .remove(members): removed = members
+            case .remove(let members): removed = members
             case .leave: removed = [entry.author]
             default: continue
             }
@@ -211,11 +211,11 @@ struct Derivation: Sendable {
         let before = state.items.count
         for entry in batch {
             switch entry.body {
-            case let .control(operation, opening):
+            case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
             case .unreadable:
                 state.unreadable.insert(entry.id)
-            case let .malformed(reason):
+            case .malformed(let reason):
                 state.rejected[entry.id] = "malformed: \(reason)"
             case .content:
                 break
@@ -228,7 +228,7 @@ struct Derivation: Sendable {
         state.members = final.members
         chooseCurrentEpoch()
         for entry in batch {
-            if case let .content(operation) = entry.body { checkContent(entry, operation) }
+            if case .content(let operation) = entry.body { checkContent(entry, operation) }
         }
         computeReceipts()
         if state.items.count != before {
@@ -272,7 +272,7 @@ struct Derivation: Sendable {
         valid.contains { control in
             let removes: Bool
             switch control.operation {
-            case let .remove(members): removes = members.contains(author)
+            case .remove(let members): removes = members.contains(author)
             case .leave: removes = control.entry.author == author
             default: removes = false
             }
@@ -296,26 +296,31 @@ struct Derivation: Sendable {
         }
         let change: SystemEvent.Change
         switch operation {
-        case let .create(kind, title, members, _): change = .created(kind: kind, title: title, members: members)
-        case let .add(members): change = .added(members)
-        case let .remove(members): change = .removed(members)
+        case .create(let kind, let title, let members, _): change = .created(kind: kind, title: title, members: members)
+        case .add(let members): change = .added(members)
+        case .remove(let members): change = .removed(members)
         case .leave: change = .left
-        case let .rename(title): change = .renamed(title)
-        case let .setRole(member, role): change = .roleChanged(member, role)
-        case let .setFlags(member, flags): change = .flagsChanged(member, flags)
+        case .rename(let title): change = .renamed(title)
+        case .setRole(let member, let role): change = .roleChanged(member, role)
+        case .setFlags(let member, let flags): change = .flagsChanged(member, flags)
         case .rekey: change = .rekeyed
         }
-        state.items[entry.id] = (.system(SystemEvent(
-            id: entry.id, author: entry.author, position: entry.position, displayedAtMillis: displayed[entry.id]!,
-            change: change)))
+        state.items[entry.id] =
+            (.system(
+                SystemEvent(
+                    id: entry.id, author: entry.author, position: entry.position,
+                    displayedAtMillis: displayed[entry.id]!,
+                    change: change)))
     }
 
-    func resultingRoster(_ before: GroupFold, _ entry: ConversationEntry, _ operation: ControlOperation) -> Set<AuthorID> {
+    func resultingRoster(_ before: GroupFold, _ entry: ConversationEntry, _ operation: ControlOperation) -> Set<
+        AuthorID
+    > {
         let current = Set(before.members.keys)
         switch operation {
-        case let .create(_, _, members, _): return Set(members + [entry.author])
-        case let .add(members): return current.union(members)
-        case let .remove(members): return current.subtracting(members)
+        case .create(_, _, let members, _): return Set(members + [entry.author])
+        case .add(let members): return current.union(members)
+        case .remove(let members): return current.subtracting(members)
         case .leave: return current.subtracting([entry.author])
         case .rename, .setRole, .setFlags, .rekey: return current
         }
@@ -325,7 +330,7 @@ struct Derivation: Sendable {
         -> String?
     {
         let author = entry.author
-        if case let .create(kind, title, members, salt) = operation {
+        if case .create(let kind, let title, let members, let salt) = operation {
             guard let opening, opening.parents.isEmpty, entry.header.epoch == .none else {
                 return "a genesis opens the first epoch"
             }
@@ -344,7 +349,7 @@ struct Derivation: Sendable {
                 else { return "not a direct conversation between these two" }
                 if valid.contains(where: { $0.entry.author == author }) { return "a second genesis by one author" }
             }
-            if let existing = valid.first?.operation, case let .create(existingKind, _, _, _) = existing,
+            if let existing = valid.first?.operation, case .create(let existingKind, _, _, _) = existing,
                 existingKind != kind || kind == .group
             {
                 return "the conversation already exists"
@@ -354,17 +359,18 @@ struct Derivation: Sendable {
         let before = stateBefore(entry)
         guard before.kind != nil else { return "no conversation at this point" }
         guard before.members[author] != nil else { return "not a member at this point" }
-        if case .remove = operation {} else if isRemoved(author, concurrentWith: entry) {
+        if case .remove = operation {
+        } else if isRemoved(author, concurrentWith: entry) {
             return "removed concurrently"
         }
         switch operation {
         case .create:
             return "unreachable"
-        case let .add(members):
+        case .add(let members):
             guard before.canManage(author, flag: .canAdd) else { return "not allowed to add members" }
             guard members.allSatisfy({ before.members[$0] == nil }) else { return "already a member" }
             guard before.members.count + members.count <= Limits.groupMembersMax else { return "group is full" }
-        case let .remove(members):
+        case .remove(let members):
             guard before.kind == .group else { return "members of a direct conversation cannot be removed" }
             for member in members {
                 guard let target = before.members[member] else { return "not a member" }
@@ -377,10 +383,10 @@ struct Derivation: Sendable {
             }
         case .leave:
             break
-        case let .rename(title):
+        case .rename(let title):
             guard before.canManage(author, flag: .canRename) else { return "not allowed to rename the group" }
             guard GroupTitle.clean(title) == .some(title) else { return "invalid title" }
-        case let .setRole(member, _), let .setFlags(member, _):
+        case .setRole(let member, _), .setFlags(let member, _):
             guard before.kind == .group, author == before.creator else { return "only the creator sets roles" }
             guard before.members[member] != nil, member != before.creator else { return "not a member" }
         case .rekey:
@@ -453,7 +459,7 @@ struct Derivation: Sendable {
         let before = stateBefore(entry)
         if let reason = contentProblem(entry, operation, before) {
             state.rejected[entry.id] = reason
-            if case let .message(text, replyTo) = operation, reason.hasPrefix("retracted") {
+            if case .message(let text, let replyTo) = operation, reason.hasPrefix("retracted") {
                 state.retracted[entry.id] = TimelineMessage(
                     id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
                     displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
@@ -464,27 +470,31 @@ struct Derivation: Sendable {
         contentValid.append(entry)
         contentByID[entry.id] = entry
         switch operation {
-        case let .message(text, replyTo):
+        case .message(let text, let replyTo):
             state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
-            state.items[entry.id] = (.message(TimelineMessage(
-                id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
-                displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
-                deleted: false)))
-        case let .edit(target, text):
+            state.items[entry.id] =
+                (.message(
+                    TimelineMessage(
+                        id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
+                        displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
+                        deleted: false)))
+        case .edit(let target, let text):
             updateMessage(target) { message in
                 message.versions.append(text)
                 if message.versions.count > ConversationLimits.editVersionsMax { message.versions.removeFirst() }
                 message.editCount += 1
             }
-        case let .delete(target):
+        case .delete(let target):
             updateMessage(target) { message in
                 message.deleted = true
                 message.versions = []
             }
             state.reactions[target] = nil
-        case let .react(target, reaction):
-            if state.message(target)?.deleted == false { state.reactions[target, default: [:]][entry.author] = reaction }
-        case let .unreact(target):
+        case .react(let target, let reaction):
+            if state.message(target)?.deleted == false {
+                state.reactions[target, default: [:]][entry.author] = reaction
+            }
+        case .unreact(let target):
             state.reactions[target]?[entry.author] = nil
             if state.reactions[target]?.isEmpty == true { state.reactions[target] = nil }
         case .receipt:
@@ -493,7 +503,7 @@ struct Derivation: Sendable {
     }
 
     mutating func updateMessage(_ id: RecordID, _ change: (inout TimelineMessage) -> Void) {
-        guard case var .message(message) = state.items[id] else { return }
+        guard case .message(var message) = state.items[id] else { return }
         change(&message)
         state.items[id] = .message(message)
     }
@@ -514,21 +524,21 @@ struct Derivation: Sendable {
             return nil
         }
         switch operation {
-        case let .message(text, replyTo):
+        case .message(let text, let replyTo):
             guard MessageText.isClean(text) else { return "text breaks the text rules" }
             if let replyTo, state.message(replyTo) == nil { return "replies to an unknown message" }
-        case let .edit(target, text):
+        case .edit(let target, let text):
             guard MessageText.isClean(text) else { return "text breaks the text rules" }
             return ownMessage(target)
-        case let .delete(target):
+        case .delete(let target):
             return ownMessage(target)
-        case let .react(target, _), let .unreact(target):
+        case .react(let target, _), .unreact(let target):
             if valid.contains(where: { $0.entry.id == target }) { return "cannot react to system messages" }
             guard let message = state.message(target), let targetEntry = contentByID[target],
                 targetEntry.precedes(entry)
             else { return "names an unknown message" }
             if message.deleted { return "message deleted" }
-        case let .receipt(readUpTo):
+        case .receipt(let readUpTo):
             guard entry.header.dependencies.dominates(readUpTo) else { return "reads beyond what it has" }
         }
         return nil
@@ -544,7 +554,7 @@ struct Derivation: Sendable {
             var own = entry.header.dependencies
             own[entry.author] = max(own[entry.author], entry.header.sequence)
             mark.delivered = mark.delivered.merged(with: own)
-            if case let .content(.receipt(readUpTo)) = entry.body {
+            if case .content(.receipt(let readUpTo)) = entry.body {
                 mark.read = mark.read.merged(with: readUpTo)
                 state.readReceipts[entry.author, default: []].append((readUpTo, displayed[entry.id]!))
             }

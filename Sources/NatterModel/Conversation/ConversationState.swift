@@ -59,15 +59,15 @@ public enum TimelineItem: Hashable, Sendable {
 
     public var id: RecordID {
         switch self {
-        case let .message(message): message.id
-        case let .system(event): event.id
+        case .message(let message): message.id
+        case .system(let event): event.id
         }
     }
 
     public var position: EntryPosition {
         switch self {
-        case let .message(message): message.position
-        case let .system(event): event.position
+        case .message(let message): message.position
+        case .system(let event): event.position
         }
     }
 }
@@ -113,7 +113,7 @@ public struct ConversationState: Hashable, Sendable {
 
     /// The message with this id, if it is a valid message.
     public func message(_ id: RecordID) -> TimelineMessage? {
-        guard case let .message(message) = items[id] else { return nil }
+        guard case .message(let message) = items[id] else { return nil }
         return message
     }
 

@@ -1,6 +1,7 @@
 /// The six reactions (SPEC F9), one per person per message.
 public enum Reaction: UInt8, CaseIterable, Sendable, Comparable {
-    case love = 1, like, dislike, laugh, emphasize, question
+    case love = 1
+    case like, dislike, laugh, emphasize, question
 
     public var emoji: String {
         switch self {
@@ -111,9 +112,9 @@ public enum OperationFormatError: Error, Equatable, Sendable, CustomStringConver
         switch self {
         case .truncated: "operation ends early"
         case .trailingBytes: "bytes follow the operation"
-        case let .unknownOperation(code): "unknown operation \(code)"
+        case .unknownOperation(let code): "unknown operation \(code)"
         case .invalidText: "text is not valid UTF-8 or breaks the text rules"
-        case let .invalidValue(what): "invalid \(what)"
+        case .invalidValue(let what): "invalid \(what)"
         }
     }
 }
@@ -209,26 +210,26 @@ extension ContentOperation {
     public func encoded() -> [UInt8] {
         var out = [UInt8]()
         switch self {
-        case let .message(text, replyTo):
+        case .message(let text, let replyTo):
             out.append(1)
             out.append(replyTo == nil ? 0 : 1)
             replyTo?.raw.appendBytes(to: &out)
             out.appendText(text)
-        case let .edit(target, text):
+        case .edit(let target, let text):
             out.append(2)
             target.raw.appendBytes(to: &out)
             out.appendText(text)
-        case let .delete(target):
+        case .delete(let target):
             out.append(3)
             target.raw.appendBytes(to: &out)
-        case let .react(target, reaction):
+        case .react(let target, let reaction):
             out.append(4)
             target.raw.appendBytes(to: &out)
             out.append(reaction.rawValue)
-        case let .unreact(target):
+        case .unreact(let target):
             out.append(5)
             target.raw.appendBytes(to: &out)
-        case let .receipt(readUpTo):
+        case .receipt(let readUpTo):
             out.append(6)
             out.appendClock(readUpTo)
         }
@@ -271,30 +272,30 @@ extension ControlOperation {
             for member in members { member.raw.appendBytes(to: &out) }
         }
         switch self {
-        case let .create(kind, title, members, salt):
+        case .create(let kind, let title, let members, let salt):
             out.append(1)
             out.append(kind.rawValue)
             out.append(title == nil ? 0 : 1)
             if let title { out.appendText(title) }
             appendMembers(members)
             out += salt
-        case let .add(members):
+        case .add(let members):
             out.append(2)
             appendMembers(members)
-        case let .remove(members):
+        case .remove(let members):
             out.append(3)
             appendMembers(members)
         case .leave:
             out.append(4)
-        case let .rename(title):
+        case .rename(let title):
             out.append(5)
             out.append(title == nil ? 0 : 1)
             if let title { out.appendText(title) }
-        case let .setRole(member, role):
+        case .setRole(let member, let role):
             out.append(6)
             member.raw.appendBytes(to: &out)
             out.append(role.rawValue)
-        case let .setFlags(member, flags):
+        case .setFlags(let member, let flags):
             out.append(7)
             member.raw.appendBytes(to: &out)
             out.append(flags.rawValue)

@@ -34,7 +34,8 @@ public enum ConversationPayload {
         let nonce = try! AEADNonce(bytes: Array(payload[0..<AEADNonce.byteCount]))
         let plain: [UInt8]
         do {
-            plain = try AEAD.open(Array(payload[AEADNonce.byteCount...]), key: key, nonce: nonce, associatedData: header)
+            plain = try AEAD.open(
+                Array(payload[AEADNonce.byteCount...]), key: key, nonce: nonce, associatedData: header)
         } catch {
             throw .malformed("does not decrypt under its epoch key")
         }
@@ -50,17 +51,18 @@ public enum ConversationPayload {
     /// A commit payload split into its parts, before any key is used.
     public enum Commit: Sendable {
         case inEpoch(nonce: AEADNonce, ciphertext: [UInt8])
-        case opening(salt: [UInt8], slots: [(hint: [UInt8], sealedKey: [UInt8])], nonce: AEADNonce, ciphertext: [UInt8],
+        case opening(
+            salt: [UInt8], slots: [(hint: [UInt8], sealedKey: [UInt8])], nonce: AEADNonce, ciphertext: [UInt8],
             slotBytes: [UInt8])
 
         /// The slot hints, in order (members check them against the resulting roster).
         public var hints: [[UInt8]] {
-            if case let .opening(_, slots, _, _, _) = self { return slots.map(\.hint) }
+            if case .opening(_, let slots, _, _, _) = self { return slots.map(\.hint) }
             return []
         }
 
         public var salt: [UInt8]? {
-            if case let .opening(salt, _, _, _, _) = self { return salt }
+            if case .opening(let salt, _, _, _, _) = self { return salt }
             return nil
         }
     }
@@ -135,7 +137,7 @@ public enum ConversationPayload {
 
     /// The new epoch key from our slot, if the commit has one for us.
     public static func openSlot(_ commit: Commit, member: AuthorID, keyPair: EncryptionKeyPair) -> SymmetricKey? {
-        guard case let .opening(salt, slots, _, _, _) = commit else { return nil }
+        guard case .opening(let salt, let slots, _, _, _) = commit else { return nil }
         let mine = hint(for: member, salt: salt)
         for slot in slots where slot.hint == mine {
             if var key = try? SealedBox.open(slot.sealedKey, with: keyPair), key.count == SymmetricKey.byteCount {
@@ -153,7 +155,7 @@ public enum ConversationPayload {
     {
         let plain: [UInt8]
         switch commit {
-        case let .inEpoch(nonce, ciphertext):
+        case .inEpoch(let nonce, let ciphertext):
             guard let opened = try? AEAD.open(ciphertext, key: key, nonce: nonce, associatedData: header) else {
                 throw .malformed("does not decrypt under its epoch key")
             }
@@ -163,9 +165,10 @@ public enum ConversationPayload {
             } catch {
                 throw .malformed(error.description)
             }
-        case let .opening(salt, _, nonce, ciphertext, slotBytes):
-            guard let opened = try? AEAD.open(
-                ciphertext, key: key, nonce: nonce, associatedData: header + salt + slotBytes)
+        case .opening(let salt, _, let nonce, let ciphertext, let slotBytes):
+            guard
+                let opened = try? AEAD.open(
+                    ciphertext, key: key, nonce: nonce, associatedData: header + salt + slotBytes)
             else { throw .malformed("body does not decrypt under the sealed key") }
             plain = opened
         }

@@ -21,7 +21,8 @@ public enum MessageText {
         }
         let text = String(String.UnicodeScalarView(kept)).trimmingSpaces()
         guard !text.isEmpty else { throw .empty }
-        guard text.utf8.count <= ConversationLimits.messageBytesMax, text.count <= ConversationLimits.messageCharactersMax
+        guard text.utf8.count <= ConversationLimits.messageBytesMax,
+            text.count <= ConversationLimits.messageCharactersMax
         else { throw .tooLong }
         return text
     }
