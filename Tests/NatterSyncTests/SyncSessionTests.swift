@@ -17,7 +17,11 @@ struct SyncSessionTests {
     static let dave = Fixture.identity(0x80)
 
     /// A holds conversations 1–3, B conversations 3–5; conversation 3 has a shared prefix and feeds on both sides.
-    static func overlappingLogs() -> (a: [Record], b: [Record]) {
+    static func overlappingLogs() -> (a: [Record], b: [Record]) { overlapping }
+
+    private static let overlapping = makeOverlappingLogs()
+
+    private static func makeOverlappingLogs() -> (a: [Record], b: [Record]) {
         let shared = Fixture.feed(alice, in: Fixture.conversation(3), count: 100)
         let aliceMore = Fixture.feed(alice, in: Fixture.conversation(3), count: 150, after: shared)
         var a = shared + aliceMore

@@ -200,11 +200,20 @@ struct SyncPair {
 
     /// Feeds a timer tick to both sides at `time`.
     mutating func tick(at time: Duration) {
-        now = time
+        now = max(now, time)
         let fromA = a.session.tick(now: now)
         let fromB = b.session.tick(now: now)
         process(fromA, from: .a)
         process(fromB, from: .b)
+    }
+
+    /// Lets virtual time pass up to `time` in steps of `step`, ticking both sides and running the link after each,
+    /// as a node would at each `nextDeadline` (heartbeats keep the link alive).
+    mutating func advance(to time: Duration, step: Duration = .milliseconds(500), _ schedule: Schedule = .ingestFirst) {
+        while now < time {
+            tick(at: min(time, now + step))
+            run(schedule)
+        }
     }
 
     mutating func process(_ actions: [SyncAction], from side: Side) {

@@ -634,7 +634,7 @@ public struct SyncSession<Source: RecordSource> {
             let head = source.feedHeads(of: feed.conversation).first(where: { $0.author == feed.author }),
             head.sequence >= from
         else { return }
-        peerHeld[feed] = min(peerHeld[feed] ?? 0, from - 1)
+        peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
         pushQueue.add(feed)
     }
 }
