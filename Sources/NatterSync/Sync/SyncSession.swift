@@ -111,6 +111,10 @@ public struct SyncSession<Source: RecordSource> {
     private var recordsReceived = 0
     private var recordsExpected = 0
 
+    /// Records read from the source at a time while filling a batch (not a protocol limit): at most this many are
+    /// read and left unsent when a batch fills by bytes.
+    static var readChunkRecords: Int { 32 }
+
     /// A session over `source`; call `start` once the link is established.
     public init(source: Source) {
         self.source = source
@@ -530,7 +534,8 @@ public struct SyncSession<Source: RecordSource> {
                     continue
                 }
                 let held = peerHeld[feed] ?? 0
-                let wanted = Limits.syncBatchRecordsMax - batch.count
+                // Read in small chunks: a batch may fill by bytes after a few large records.
+                let wanted = min(Limits.syncBatchRecordsMax - batch.count, Self.readChunkRecords)
                 let records = source.records(
                     conversation: feed.conversation, author: feed.author, from: held + 1, limit: wanted)
                 var taken = 0
@@ -582,6 +587,8 @@ public struct SyncSession<Source: RecordSource> {
     /// whichever branch it holds.
     private mutating func relayEvidence(_ record: StoredRecord) {
         let id = RecordID(bytes: Blake2b.hash(record.bytes, outputBytes: 32))
+        // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
+        guard !pendingDeliveries.contains(where: { $0.contains { $0.id == id } }) else { return }
         queueEvidence(record.bytes, id: id, record.feed)
         if let ours = ownRecord(record.feed, at: record.sequence) { queueEvidence(ours.bytes, id: ours.id, record.feed) }
     }
