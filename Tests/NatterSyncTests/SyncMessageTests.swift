@@ -56,7 +56,9 @@ struct SyncMessageTests {
         #expect(Self.error([]) == .empty)
         for length in 1..<bytes.count {
             guard case .truncated = Self.error(Array(bytes.prefix(length))) else {
-                Issue.record("prefix \(length) of \(bytes.count) is not a truncation: \(Self.decode(Array(bytes.prefix(length))))")
+                Issue.record(
+                    "prefix \(length) of \(bytes.count) is not a truncation: \(Self.decode(Array(bytes.prefix(length))))"
+                )
                 return
             }
         }
@@ -129,7 +131,9 @@ struct SyncMessageTests {
             return out + head
         }
         #expect(Self.error(headsMessage(flags: 4, sequence: 1, head: head)) == .invalidFlags(4))
-        #expect(Self.error(headsMessage(flags: 1, sequence: 0, head: head)) == .sequenceOutOfRange(field: "feed sequence", 0))
+        #expect(
+            Self.error(headsMessage(flags: 1, sequence: 0, head: head))
+                == .sequenceOutOfRange(field: "feed sequence", 0))
         #expect(
             Self.error(headsMessage(flags: 1, sequence: (1 << 62) + 1, head: head))
                 == .sequenceOutOfRange(field: "feed sequence", (1 << 62) + 1))
@@ -173,9 +177,12 @@ struct SyncMessageTests {
             } else {
                 bytes = valid[Int.random(in: 0..<valid.count, using: &generator)]
                 for _ in 0..<Int.random(in: 1...4, using: &generator) where !bytes.isEmpty {
-                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(
+                        in: 0...255, using: &generator)
                 }
-                if Bool.random(using: &generator) { bytes = Array(bytes.prefix(Int.random(in: 0...bytes.count, using: &generator))) }
+                if Bool.random(using: &generator) {
+                    bytes = Array(bytes.prefix(Int.random(in: 0...bytes.count, using: &generator)))
+                }
             }
             if case .success = Self.decode(bytes) { decoded += 1 }
             if round < 2_000 {

@@ -124,7 +124,8 @@ enum SyncMessage: Equatable, Sendable {
             appendBigEndian(UInt16(entries.count), to: &out)
             for entry in entries {
                 entry.conversation.raw.appendBytes(to: &out)
-                out.append((entry.isFinal ? Self.headsFinalFlag : 0) | (entry.wantsReply ? Self.headsWantsReplyFlag : 0))
+                out.append(
+                    (entry.isFinal ? Self.headsFinalFlag : 0) | (entry.wantsReply ? Self.headsWantsReplyFlag : 0))
                 appendBigEndian(UInt16(entry.feeds.count), to: &out)
                 for feed in entry.feeds {
                     feed.author.raw.appendBytes(to: &out)

@@ -135,7 +135,7 @@ public struct SyncSession<Source: RecordSource> {
 
     /// One application message from the peer.
     public mutating func receive(message: [UInt8], now: Duration) -> [SyncAction] {
-        guard begin(now, requireRunning: true) else { return [] }
+        guard beginInput(now) else { return [] }
         lastReceivedAt = now
         do {
             try handle(try SyncMessage.decode(message))
@@ -148,7 +148,7 @@ public struct SyncSession<Source: RecordSource> {
     /// The local node stored these records (its own, or ingested from any link, this one included), in the order
     /// it stored them. Those the peer is not known to hold are pushed to it, each at most once per link.
     public mutating func localRecordsStored(_ records: [StoredRecord], now: Duration) -> [SyncAction] {
-        guard begin(now, requireRunning: true) else { return [] }
+        guard beginInput(now) else { return [] }
         for record in records {
             if record.isForkEvidence {
                 relayEvidence(record)
@@ -161,7 +161,7 @@ public struct SyncSession<Source: RecordSource> {
 
     /// The store's outcome for each record of the oldest `deliver` not yet reported, in the delivered order.
     public mutating func ingested(_ outcomes: [SyncIngestOutcome], now: Duration) -> [SyncAction] {
-        guard begin(now, requireRunning: true) else { return [] }
+        guard beginInput(now) else { return [] }
         precondition(!pendingDeliveries.isEmpty, "ingested reported without a pending delivery")
         let delivery = pendingDeliveries.removeFirst()
         precondition(outcomes.count == delivery.count, "one outcome per delivered record")
@@ -196,14 +196,14 @@ public struct SyncSession<Source: RecordSource> {
         conversation: ConversationID, author: AuthorID, from: UInt64, now: Duration
     ) -> [SyncAction] {
         precondition((1...NatterModel.Limits.sequenceMax).contains(from), "sequences start at 1")
-        guard begin(now, requireRunning: true) else { return [] }
+        guard beginInput(now) else { return [] }
         request(FeedKey(conversation: conversation, author: author), from: from)
         return finish()
     }
 
     /// Time passed: close a silent link, start an anti-entropy round, send a heartbeat when due.
     public mutating func tick(now: Duration) -> [SyncAction] {
-        guard begin(now, requireRunning: true) else { return [] }
+        guard beginInput(now) else { return [] }
         let silence = now - lastReceivedAt
         if silence >= Limits.syncSilenceTimeout {
             close(.timeout(silence: silence))
@@ -240,7 +240,7 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// Starts an input; false when the session is closed and the input is ignored.
-    private mutating func begin(_ time: Duration, requireRunning: Bool) -> Bool {
+    private mutating func beginInput(_ time: Duration) -> Bool {
         precondition(phase != .created, "start the sync session before feeding it inputs")
         guard phase == .running else { return false }
         begin(time)
@@ -590,7 +590,9 @@ public struct SyncSession<Source: RecordSource> {
         // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
         guard !pendingDeliveries.contains(where: { $0.contains { $0.id == id } }) else { return }
         queueEvidence(record.bytes, id: id, record.feed)
-        if let ours = ownRecord(record.feed, at: record.sequence) { queueEvidence(ours.bytes, id: ours.id, record.feed) }
+        if let ours = ownRecord(record.feed, at: record.sequence) {
+            queueEvidence(ours.bytes, id: ours.id, record.feed)
+        }
     }
 
     /// The peer sent a record that contradicts ours: send ours at its position, and the one before when the two
@@ -599,7 +601,9 @@ public struct SyncSession<Source: RecordSource> {
         if let ours = ownRecord(record.feed, at: record.sequence), ours.id != record.id {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
         }
-        if record.sequence >= 2, let prior = ownRecord(record.feed, at: record.sequence - 1), prior.id != record.previous {
+        if record.sequence >= 2, let prior = ownRecord(record.feed, at: record.sequence - 1),
+            prior.id != record.previous
+        {
             queueEvidence(prior.bytes, id: prior.id, record.feed)
         }
     }
