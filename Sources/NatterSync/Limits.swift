@@ -64,6 +64,12 @@ public enum Limits {
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64
 
+    /// Feeds a session remembers the peer reporting that this node does not hold: 65,536 (about 6 MiB). Knowing
+    /// them spares sending such a feed back when this node later gets it from another link; past the bound the
+    /// session forgets new ones, and at worst sends records the peer already has. Feeds this node holds are
+    /// remembered without this bound: their number follows the node's own log.
+    public static let syncPeerFeedsTrackedMax = 65_536
+
     /// Fork-evidence records sent per feed and session: 16, the number of contradicting records a store keeps per
     /// feed (`StoreLimits.forkEvidencePerFeedMax`). The walk back to the first divergence of two branches stops
     /// there; a longer equivocation still freezes the feed, at a later point.

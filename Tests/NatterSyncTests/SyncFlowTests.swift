@@ -193,6 +193,40 @@ struct SyncFlowTests {
         }
     }
 
+    @Test("later rounds leave out the feeds each side already reported")
+    func headsSkipReportedFeeds() {
+        let conversation = Fixture.conversation(1)
+        var records = [Record]()
+        var identities = [IdentityKeyPair]()
+        for seed in 0..<50 {
+            let identity = Fixture.identity(UInt8(seed * 5))
+            identities.append(identity)
+            records += Fixture.feed(identity, in: conversation, count: 2)
+        }
+        var pair = SyncPair(a: Fixture.log(records), b: Fixture.log(records))
+        pair.start()
+        pair.run()
+        #expect(pair.stats[.a]!.headFeeds == 0)
+        // Twice, A stores a record its session never hears of; each anti-entropy round finds it.
+        for round in 1...2 {
+            let before = (pair.stats[.a]!.headFeeds, pair.stats[.b]!.headFeeds)
+            let feed = pair.a.log.chains[conversation]![Fixture.author(identities[round])]!
+            pair.a.log.append(Fixture.feed(identities[round], in: conversation, count: 1, after: feed))
+            pair.advance(to: Limits.syncAntiEntropyInterval * round)
+            #expect(pair.violations.isEmpty)
+            #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
+            let sent = (pair.stats[.a]!.headFeeds - before.0, pair.stats[.b]!.headFeeds - before.1)
+            if round == 1 {
+                // First report of this conversation: every feed each way.
+                #expect(sent == (50, 50))
+            } else {
+                // Only A's moved feed; B's heads have not moved since its last report.
+                #expect(sent == (1, 0))
+            }
+        }
+        #expect(pair.stats[.a]!.recordIDs.count == 2)
+    }
+
     @Test("anti-entropy repairs a record live push never announced")
     func antiEntropyRepairs() {
         let base = Fixture.feed(Self.alice, in: Fixture.conversation(1), count: 3)

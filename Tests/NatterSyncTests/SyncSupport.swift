@@ -86,6 +86,8 @@ struct DirectionStats {
     var maxOutstanding = 0
     /// Conversations carried by HEADS messages (one per entry).
     var headsEntries = 0
+    /// Feed heads carried by HEADS messages.
+    var headFeeds = 0
 
     func count(_ tag: SyncMessage.Tag) -> Int { messagesByType[tag.rawValue] ?? 0 }
 }
@@ -285,6 +287,7 @@ struct SyncPair {
             stats[side.other]!.outstanding -= batches
         case .success(.heads(let entries)):
             direction.headsEntries += entries.count
+            direction.headFeeds += entries.reduce(0) { $0 + $1.feeds.count }
         case .success:
             break
         }

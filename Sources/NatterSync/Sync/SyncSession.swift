@@ -76,8 +76,14 @@ public struct SyncSession<Source: RecordSource> {
 
     // MARK: What the peer holds
     /// Per feed, the highest sequence of its chain the peer is known to hold (from its reports, records it sent,
-    /// records we sent). Only raised, except by the peer's own REQUEST. Entries exist only for feeds we hold.
+    /// records we sent). Only raised, except by the peer's own REQUEST. Entries exist for the feeds we hold or were
+    /// sent, and for at most `syncPeerFeedsTrackedMax` others the peer reported.
     private var peerHeld: [FeedKey: UInt64] = [:]
+    /// Entries of `peerHeld` for feeds we did not hold when the peer reported them (bounded).
+    private var peerOnlyFeedsTracked = 0
+    /// Per feed, the stored sequence the peer counts us at: what we last reported, or the last record it sent us.
+    /// A feed whose head is still there is left out of later heads (the peer remembers).
+    private var reportedToPeer: [FeedKey: UInt64] = [:]
     private var knowledge: [ConversationID: Knowledge] = [:]
     /// Conversations whose heads we offered and whose heads from the peer have not arrived yet.
     private var awaitingHeads: Set<ConversationID> = []
@@ -399,9 +405,17 @@ public struct SyncSession<Source: RecordSource> {
 
     // MARK: Heads
 
-    /// Adds one conversation's heads to the outgoing HEADS messages, in parts when they do not fit one.
+    /// Adds one conversation's heads to the outgoing HEADS messages, in parts when they do not fit one. Feeds
+    /// reported before at the same sequence are left out: the peer remembers them.
     private mutating func queueHeads(_ conversation: ConversationID, _ heads: [FeedHead], wantsReply: Bool) {
-        var remaining = heads[...]
+        var changed = [FeedHead]()
+        for head in heads {
+            let feed = FeedKey(conversation: conversation, author: head.author)
+            guard reportedToPeer[feed] != head.sequence else { continue }
+            reportedToPeer[feed] = head.sequence
+            changed.append(head)
+        }
+        var remaining = changed[...]
         repeat {
             if outgoingHeads.count == Limits.syncHeadsConversationsPerMessageMax
                 || outgoingHeadFeeds == Limits.syncFeedHeadsPerMessageMax
@@ -449,7 +463,11 @@ public struct SyncSession<Source: RecordSource> {
             if counting, feed.sequence > ours?.sequence ?? 0 {
                 recordsExpected += Int(feed.sequence - (ours?.sequence ?? 0))
             }
-            if ours != nil { incoming.reported[feed.author] = feed }
+            if ours != nil {
+                incoming.reported[feed.author] = feed
+            } else {
+                rememberPeerOnlyFeed(FeedKey(conversation: entry.conversation, author: feed.author), feed.sequence)
+            }
         }
         incoming.lastAuthor = entry.feeds.last?.author ?? incoming.lastAuthor
         if entry.isFinal {
@@ -457,6 +475,17 @@ public struct SyncSession<Source: RecordSource> {
             finishHeads(incoming, wantsReply: entry.wantsReply)
         } else {
             incomingHeads = incoming
+        }
+    }
+
+    /// The peer holds a feed we do not: remember how far, within `syncPeerFeedsTrackedMax`, so we never send it
+    /// back what it has once we get the feed elsewhere.
+    private mutating func rememberPeerOnlyFeed(_ feed: FeedKey, _ sequence: UInt64) {
+        if let held = peerHeld[feed] {
+            if sequence > held { peerHeld[feed] = sequence }
+        } else if peerOnlyFeedsTracked < Limits.syncPeerFeedsTrackedMax {
+            peerHeld[feed] = sequence
+            peerOnlyFeedsTracked += 1
         }
     }
 
@@ -500,6 +529,8 @@ public struct SyncSession<Source: RecordSource> {
             } else {
                 peerHeld[feed] = header.sequence
             }
+            // The peer counts us at this sequence from now on, as if we had reported it.
+            if header.sequence > reportedToPeer[feed] ?? 0 { reportedToPeer[feed] = header.sequence }
             if let asked = outstandingRequests[feed], header.sequence >= asked { outstandingRequests[feed] = nil }
             delivered.append(
                 DeliveredRecord(feed: feed, sequence: header.sequence, previous: header.previous, id: record.id))
