@@ -667,6 +667,8 @@ public struct SyncSession<Source: RecordSource> {
             guard outstandingRequests.count < Limits.syncRequestsOutstandingMax else { return }
         }
         outstandingRequests[feed] = from
+        // The peer will count us at `from - 1` for this feed.
+        reportedToPeer[feed] = from - 1
         send(.request(feed, from: from))
     }
 
