@@ -32,6 +32,7 @@ let package = Package(
         .target(
             name: "NatterSync",
             dependencies: ["NatterModel", "NatterCrypto"],
+            exclude: ["Sync/SYNC-FRAMES.md"],
             swiftSettings: strictSettings
         ),
         // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.

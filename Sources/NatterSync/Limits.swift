@@ -26,4 +26,68 @@ public enum Limits {
     /// count of frames (the count is the implicit Noise nonce), so no signal is needed; at full 64 KiB frames that
     /// is one rekey per 4 GiB, and even at tiny frames a negligible cost.
     public static let rekeyIntervalFrames: UInt64 = 1 << 16
+
+    // MARK: - Sync session (Sync/SYNC-FRAMES.md)
+
+    /// Summary entries (conversation id and digest, 48 bytes each) per SUMMARY message: 8192, about 384 KiB, well
+    /// inside `applicationMessageBytesMax`. A node with more conversations sends its summary in several parts.
+    public static let syncSummaryEntriesPerMessageMax = 8192
+
+    /// Conversation entries per HEADS message: 1024. Each costs 35 bytes before its feed heads; the bound keeps the
+    /// fixed part of a message small and the per-message work of the receiver predictable.
+    public static let syncHeadsConversationsPerMessageMax = 1024
+
+    /// Feed heads (author, stored sequence, head id: 72 bytes each) per HEADS message: 8192, at most 576 KiB plus
+    /// 35 KiB of conversation entries, inside `applicationMessageBytesMax`. A conversation with more feeds is sent
+    /// in parts.
+    public static let syncFeedHeadsPerMessageMax = 8192
+
+    /// Records per RECORDS batch: 256. Enough that small records (a chat message is a few hundred bytes) travel
+    /// in few messages, few enough that one batch is one modest store transaction on the receiving side.
+    public static let syncBatchRecordsMax = 256
+
+    /// Record bytes per RECORDS batch: 256 KiB. Four records of the largest size fit, so every record fits in a
+    /// batch; with the window below it bounds what a receiver buffers for the store.
+    public static let syncBatchBytesMax = 256 * 1024
+
+    /// Batches a sender may have outstanding (sent, not yet returned as credit by the receiver after its store
+    /// ingested them): 8. It is the initial credit of version 1, granted implicitly, and it bounds the receiver's
+    /// pending deliveries to 8 batches (at most 2 MiB of records) while keeping a LAN link busy: a round trip of
+    /// a millisecond carries 2 MiB.
+    public static let syncWindowBatches = 8
+
+    /// The receiver returns credit once it holds this many ingested batches' worth (half the window): one CREDIT
+    /// message per four batches instead of one per batch, and the sender never stalls while the receiver is busy.
+    public static let syncCreditReturnBatches = syncWindowBatches / 2
+
+    /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
+    /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
+    public static let syncRequestsOutstandingMax = 64
+
+    /// Feeds a session remembers the peer reporting that this node does not hold: 65,536 (about 6 MiB). Knowing
+    /// them spares sending such a feed back when this node later gets it from another link; past the bound the
+    /// session forgets new ones, and at worst sends records the peer already has. Feeds this node holds are
+    /// remembered without this bound: their number follows the node's own log.
+    public static let syncPeerFeedsTrackedMax = 65_536
+
+    /// Fork-evidence records sent per feed and session: 16, the number of contradicting records a store keeps per
+    /// feed (`StoreLimits.forkEvidencePerFeedMax`). The walk back to the first divergence of two branches stops
+    /// there; a longer equivocation still freezes the feed, at a later point.
+    public static let syncForkEvidencePerFeedMax = 16
+
+    /// Fork-evidence records a session tracks (sent to or received from the peer), so each crosses the link at
+    /// most once: 4096 ids (128 KiB). Beyond it the session stops relaying new evidence on this link.
+    public static let syncEvidenceTrackedMax = 4096
+
+    /// Time between anti-entropy rounds (a fresh SUMMARY): 30 s. Live push delivers new records at once; the
+    /// rounds only repair what it missed, and an unchanged conversation costs 48 bytes per round.
+    public static let syncAntiEntropyInterval: Duration = .seconds(30)
+
+    /// Time without sending anything after which a session sends a PING: 2 s. With `syncSilenceTimeout` it lets
+    /// the peer notice a dead link within a few seconds (DESIGN §5).
+    public static let syncHeartbeatInterval: Duration = .seconds(2)
+
+    /// Time without receiving anything after which the session closes the link as dead: 6 s, three heartbeat
+    /// intervals, so one delayed ping on a busy LAN does not cut a healthy link.
+    public static let syncSilenceTimeout: Duration = .seconds(6)
 }

@@ -1,0 +1,114 @@
+public import NatterModel
+
+/// One feed, named by its conversation and author.
+public struct FeedKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let conversation: ConversationID
+    public let author: AuthorID
+
+    public init(conversation: ConversationID, author: AuthorID) {
+        self.conversation = conversation
+        self.author = author
+    }
+
+    /// Conversation first, then author: the order summaries, heads and digests use.
+    public static func < (lhs: FeedKey, rhs: FeedKey) -> Bool {
+        (lhs.conversation, lhs.author) < (rhs.conversation, rhs.author)
+    }
+
+    public var description: String { "\(author.shortHex)@\(conversation.shortHex)" }
+}
+
+/// Where one author's feed of a conversation stands: the contiguous chain held (records 1...sequence) and the id of
+/// its last record. Two nodes with the same sequence and different heads hold different forks.
+public struct FeedHead: Hashable, Sendable {
+    public let author: AuthorID
+    /// Length of the contiguous chain held; at least 1 (empty feeds are not reported).
+    public let sequence: UInt64
+    /// Id of the record at `sequence`.
+    public let head: RecordID
+
+    public init(author: AuthorID, sequence: UInt64, head: RecordID) {
+        self.author = author
+        self.sequence = sequence
+        self.head = head
+    }
+}
+
+/// The only way a sync session reads the local record log: narrow and synchronous, so the session stays pure and
+/// deterministic while the log can hold millions of records. The node passes its SQLite store; tests and the lab
+/// may pass `InMemoryRecordSource`.
+///
+/// The session calls these from inside its inputs and expects them to reflect every record the node has reported
+/// through `SyncSession.localRecordsStored` (and nothing it has not yet reported, beyond what the node is about to
+/// report next).
+public protocol RecordSource {
+    /// Every conversation with at least one stored record, strictly ascending.
+    func conversations() -> [ConversationID]
+    /// The non-empty feeds of `conversation`, strictly ascending by author; empty for an unknown conversation.
+    func feedHeads(of conversation: ConversationID) -> [FeedHead]
+    /// Up to `limit` records (their canonical bytes) of one feed's contiguous chain, from sequence `from` on, in
+    /// sequence order without gaps; fewer when the chain ends.
+    func records(conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int) -> [[UInt8]]
+}
+
+/// A record the local node has just stored, from any source (its own, this link, another link): what live push
+/// forwards to the peer.
+public struct StoredRecord: Hashable, Sendable {
+    public let conversation: ConversationID
+    public let author: AuthorID
+    public let sequence: UInt64
+    /// The record's canonical bytes.
+    public let bytes: [UInt8]
+    /// Whether it was stored as fork evidence (it contradicts the chain) rather than appended to the feed.
+    public let isForkEvidence: Bool
+
+    public init(
+        conversation: ConversationID, author: AuthorID, sequence: UInt64, bytes: [UInt8], isForkEvidence: Bool = false
+    ) {
+        self.conversation = conversation
+        self.author = author
+        self.sequence = sequence
+        self.bytes = bytes
+        self.isForkEvidence = isForkEvidence
+    }
+
+    /// The fields of a decoded record.
+    public init(_ record: Record, isForkEvidence: Bool = false) {
+        self.init(
+            conversation: record.header.conversation, author: record.header.author, sequence: record.header.sequence,
+            bytes: record.bytes, isForkEvidence: isForkEvidence)
+    }
+
+    var feed: FeedKey { FeedKey(conversation: conversation, author: author) }
+}
+
+/// What the node's store made of one delivered record (NatterStore's `IngestOutcome` without its payloads).
+public enum SyncIngestOutcome: Equatable, Sendable {
+    /// Appended to its feed.
+    case stored
+    /// Already held; nothing changed.
+    case duplicate
+    /// It contradicts a held record: kept as evidence; the feed is forked.
+    case forkEvidence
+    /// Its feed has a gap before it: records from `missingFrom` on are missing.
+    case outOfOrder(missingFrom: UInt64)
+    /// Malformed or wrongly signed: not stored.
+    case rejected(RecordFormatError)
+}
+
+/// What the node must do after a sync session input, in order.
+public enum SyncAction: Equatable, Sendable {
+    /// Send these bytes as one application message on the link's secure channel.
+    case send([UInt8])
+    /// Ingest these records into the store (per feed in sequence order), then call `ingested` with one outcome per
+    /// record, and `localRecordsStored` with what was stored. Every `deliver` gets exactly one `ingested`, in order;
+    /// the session returns the peer's credit only then.
+    case deliver([[UInt8]])
+    /// The initial exchange is complete in both directions as far as this side can tell (emitted once; see
+    /// SYNC-FRAMES.md, "Caught up").
+    case caughtUp
+    /// Initial sync progress: records received from the peer so far and the number it announced (≥ received).
+    case progress(received: Int, expected: Int)
+    /// Close the link: the session is over. The node scores the peer for `.malformed` and `.invalidRecord`.
+    case close(SyncError)
+}

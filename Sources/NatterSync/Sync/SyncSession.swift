@@ -1,0 +1,708 @@
+internal import NatterCrypto
+public import NatterModel
+
+/// The sync session of one established link: pure, sans-IO and deterministic. Both ends run the same machine.
+///
+/// Each side sends a SUMMARY (a digest per conversation) so unchanged conversations are skipped; for those whose
+/// digests differ the two exchange full feed heads (HEADS); then each streams exactly the records the other lacks,
+/// per feed in sequence order, in bounded batches under the receiver's credit (RECORDS, CREDIT); after that it
+/// pushes what the local node stores, at most once per link. A DONE marks the end of the initial exchange, a PING
+/// keeps a quiet link alive, a REQUEST asks for a range the node found missing, and a fresh SUMMARY every
+/// `Limits.syncAntiEntropyInterval` repairs what live push missed. Byte layouts and rules: SYNC-FRAMES.md.
+///
+/// One mutating method per input, each returning the actions to execute in order; time is an argument, the log is
+/// read through `RecordSource`, nothing else is consulted. The node must execute every `deliver` by ingesting the
+/// records and then calling `ingested` (and `localRecordsStored` for what was stored) before the next input.
+public struct SyncSession<Source: RecordSource> {
+    /// The local log, read during inputs.
+    public let source: Source
+
+    private enum Phase { case created, running, closed }
+
+    /// What this side knows of the peer's holdings in one conversation, beyond the per-feed `peerHeld` entries.
+    private enum Knowledge {
+        /// The digests matched: the peer held exactly our heads when we compared. A feed without an entry that
+        /// gets a new record at sequence s was at s - 1 then (the node reports every record it stores).
+        case matched
+        /// The peer reported its heads; a feed without an entry was empty on its side.
+        case known
+        /// Only the peer had the conversation; it pushes it and sends its heads, so wait for those.
+        case peerOnly
+    }
+
+    /// The merge walk of one incoming summary (possibly in parts) against our conversations.
+    private struct IncomingSummary {
+        var ours: [ConversationID]
+        var index = 0
+        var lastPeer: ConversationID?
+    }
+
+    /// The parts of one conversation's heads received so far.
+    private struct IncomingHeads {
+        let conversation: ConversationID
+        /// Our feeds of the conversation when its first part arrived.
+        let local: [AuthorID: FeedHead]
+        /// The peer's heads of the feeds we hold (others are not kept: memory follows our own log).
+        var reported: [AuthorID: FeedHead] = [:]
+        var lastAuthor: AuthorID?
+    }
+
+    /// What the session remembers of a record it delivered, to act on the store's outcome.
+    private struct DeliveredRecord {
+        let feed: FeedKey
+        let sequence: UInt64
+        let previous: RecordID
+        let id: RecordID
+    }
+
+    private var phase = Phase.created
+    /// The time of the input being handled.
+    private var now = Duration.zero
+    /// The actions of the input being handled.
+    private var actions: [SyncAction] = []
+
+    // MARK: Liveness
+    private var lastSentAt = Duration.zero
+    private var lastReceivedAt = Duration.zero
+    private var nextAntiEntropyAt = Duration.zero
+
+    // MARK: Flow control
+    /// Batches we may still send before the peer returns credit.
+    private var sendCredit = Limits.syncWindowBatches
+    /// Batches received whose credit we have not returned yet (pending delivery or ingested).
+    private var batchesHeld = 0
+    /// Ingested batches whose credit is due to the peer.
+    private var creditToReturn = 0
+
+    // MARK: What the peer holds
+    /// Per feed, the highest sequence of its chain the peer is known to hold (from its reports, records it sent,
+    /// records we sent). Only raised, except by the peer's own REQUEST. Entries exist for the feeds we hold or were
+    /// sent, and for at most `syncPeerFeedsTrackedMax` others the peer reported.
+    private var peerHeld: [FeedKey: UInt64] = [:]
+    /// Entries of `peerHeld` for feeds we did not hold when the peer reported them (bounded).
+    private var peerOnlyFeedsTracked = 0
+    /// Per feed, the stored sequence the peer counts us at: what we last reported, or the last record it sent us.
+    /// A feed whose head is still there is left out of later heads (the peer remembers).
+    private var reportedToPeer: [FeedKey: UInt64] = [:]
+    private var knowledge: [ConversationID: Knowledge] = [:]
+    /// Conversations whose heads we offered and whose heads from the peer have not arrived yet.
+    private var awaitingHeads: Set<ConversationID> = []
+    /// Feeds where the peer holds another fork: no range pushes or requests, evidence only.
+    private var diverged: Set<FeedKey> = []
+    /// Feeds where we may hold records the peer lacks, in the order they became so.
+    private var pushQueue = FeedQueue()
+    /// Fork evidence (and the conflicting chain records) waiting to be sent.
+    private var evidenceQueue: [[UInt8]] = []
+    /// Evidence ids that crossed this link, either way.
+    private var evidenceKnown: Set<RecordID> = []
+    private var evidenceSentPerFeed: [FeedKey: Int] = [:]
+    /// Outstanding REQUESTs: feed → first sequence asked.
+    private var outstandingRequests: [FeedKey: UInt64] = [:]
+
+    // MARK: Incoming exchange
+    private var incomingSummary: IncomingSummary?
+    private var peerSummariesCompleted = 0
+    private var incomingHeads: IncomingHeads?
+    private var outgoingHeads: [HeadsEntry] = []
+    private var outgoingHeadFeeds = 0
+
+    // MARK: Deliveries and the initial exchange
+    private var pendingDeliveries: [[DeliveredRecord]] = []
+    private var deliveriesEmitted = 0
+    private var deliveriesIngested = 0
+    /// Deliveries emitted before the peer's DONE arrived: caught up once they are all ingested.
+    private var peerDoneAfterDeliveries: Int?
+    private var doneSent = false
+    private var caughtUpEmitted = false
+    private var recordsReceived = 0
+    private var recordsExpected = 0
+
+    /// Records read from the source at a time while filling a batch (not a protocol limit): at most this many are
+    /// read and left unsent when a batch fills by bytes.
+    static var readChunkRecords: Int { 32 }
+
+    /// A session over `source`; call `start` once the link is established.
+    public init(source: Source) {
+        self.source = source
+    }
+
+    // MARK: - Inputs
+
+    /// The link is established: send the summary and arm the timers.
+    public mutating func start(now: Duration) -> [SyncAction] {
+        precondition(phase == .created, "a sync session starts once")
+        phase = .running
+        begin(now)
+        lastReceivedAt = now
+        nextAntiEntropyAt = now + Limits.syncAntiEntropyInterval
+        sendSummary()
+        return finish()
+    }
+
+    /// One application message from the peer.
+    public mutating func receive(message: [UInt8], now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        lastReceivedAt = now
+        do {
+            try handle(try SyncMessage.decode(message))
+        } catch {
+            close(.malformed(error))
+        }
+        return finish()
+    }
+
+    /// The local node stored these records (its own, or ingested from any link, this one included), in the order
+    /// it stored them. Those the peer is not known to hold are pushed to it, each at most once per link.
+    public mutating func localRecordsStored(_ records: [StoredRecord], now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        for record in records {
+            if record.isForkEvidence {
+                relayEvidence(record)
+            } else {
+                noteStored(record)
+            }
+        }
+        return finish()
+    }
+
+    /// The store's outcome for each record of the oldest `deliver` not yet reported, in the delivered order.
+    public mutating func ingested(_ outcomes: [SyncIngestOutcome], now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        precondition(!pendingDeliveries.isEmpty, "ingested reported without a pending delivery")
+        let delivery = pendingDeliveries.removeFirst()
+        precondition(outcomes.count == delivery.count, "one outcome per delivered record")
+        deliveriesIngested += 1
+        for (record, outcome) in zip(delivery, outcomes) {
+            switch outcome {
+            case .stored, .duplicate:
+                break
+            case .forkEvidence:
+                if evidenceKnown.count < Limits.syncEvidenceTrackedMax { evidenceKnown.insert(record.id) }
+                diverged.insert(record.feed)
+                walkBack(from: record)
+            case .outOfOrder(let missingFrom):
+                request(record.feed, from: missingFrom)
+            case .rejected(let error):
+                close(.invalidRecord(error))
+                return finish()
+            }
+        }
+        creditToReturn += 1
+        if creditToReturn >= Limits.syncCreditReturnBatches {
+            send(.credit(creditToReturn))
+            batchesHeld -= creditToReturn
+            creditToReturn = 0
+        }
+        return finish()
+    }
+
+    /// The node's causal buffer holds a record that depends on this feed from `from` on: ask the peer for it. At
+    /// most `Limits.syncRequestsOutstandingMax` feeds are asked at once; more are dropped (anti-entropy repairs).
+    public mutating func missing(
+        conversation: ConversationID, author: AuthorID, from: UInt64, now: Duration
+    ) -> [SyncAction] {
+        precondition((1...NatterModel.Limits.sequenceMax).contains(from), "sequences start at 1")
+        guard beginInput(now) else { return [] }
+        request(FeedKey(conversation: conversation, author: author), from: from)
+        return finish()
+    }
+
+    /// Time passed: close a silent link, start an anti-entropy round, send a heartbeat when due.
+    public mutating func tick(now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        let silence = now - lastReceivedAt
+        if silence >= Limits.syncSilenceTimeout {
+            close(.timeout(silence: silence))
+            return finish()
+        }
+        if now >= nextAntiEntropyAt {
+            nextAntiEntropyAt = now + Limits.syncAntiEntropyInterval
+            // Requests are hints; a new round asks again through the heads if anything is still missing.
+            outstandingRequests.removeAll()
+            sendSummary()
+        }
+        if now - lastSentAt >= Limits.syncHeartbeatInterval {
+            send(.ping)
+        }
+        return finish()
+    }
+
+    /// When `tick` next has something to do; nil once closed (or before `start`).
+    public func nextDeadline() -> Duration? {
+        guard phase == .running else { return nil }
+        return min(
+            lastReceivedAt + Limits.syncSilenceTimeout, lastSentAt + Limits.syncHeartbeatInterval, nextAntiEntropyAt)
+    }
+
+    /// Whether the session has closed (after a `.close` action).
+    public var isClosed: Bool { phase == .closed }
+
+    // MARK: - Input plumbing
+
+    private mutating func begin(_ time: Duration) {
+        precondition(time >= now, "time never goes backwards")
+        now = time
+        actions = []
+    }
+
+    /// Starts an input; false when the session is closed and the input is ignored.
+    private mutating func beginInput(_ time: Duration) -> Bool {
+        precondition(phase != .created, "start the sync session before feeding it inputs")
+        guard phase == .running else { return false }
+        begin(time)
+        return true
+    }
+
+    /// Sends what the input queued, pushes records while credit lasts, and checks the initial exchange.
+    private mutating func finish() -> [SyncAction] {
+        if phase == .running {
+            flushHeads()
+            pump()
+            if !doneSent, peerSummariesCompleted > 0, awaitingHeads.isEmpty, evidenceQueue.isEmpty,
+                pushQueue.isEmpty
+            {
+                doneSent = true
+                send(.done)
+            }
+            if !caughtUpEmitted, doneSent, let needed = peerDoneAfterDeliveries, deliveriesIngested >= needed {
+                caughtUpEmitted = true
+                actions.append(.caughtUp)
+            }
+            checkInvariants()
+        }
+        let result = actions
+        actions = []
+        return result
+    }
+
+    private func checkInvariants() {
+        assert((0...Limits.syncWindowBatches).contains(sendCredit), "credit within the window")
+        assert((0...Limits.syncWindowBatches).contains(batchesHeld), "held batches within the window")
+        assert(pendingDeliveries.count + creditToReturn <= batchesHeld, "every held batch is pending or due")
+        assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
+        assert(evidenceKnown.count <= Limits.syncEvidenceTrackedMax)
+        assert(outgoingHeads.isEmpty, "heads are flushed by the end of every input")
+    }
+
+    private mutating func close(_ error: SyncError) {
+        actions.append(.close(error))
+        phase = .closed
+        outgoingHeads = []
+        outgoingHeadFeeds = 0
+    }
+
+    private mutating func send(_ message: SyncMessage) {
+        actions.append(.send(message.encoded()))
+        lastSentAt = now
+    }
+
+    // MARK: - Messages
+
+    private mutating func handle(_ message: SyncMessage) throws(SyncMessageError) {
+        switch message {
+        case .summary(let isFinal, let entries):
+            try handleSummary(isFinal: isFinal, entries: entries)
+        case .heads(let entries):
+            for entry in entries { try handleHeads(entry) }
+        case .records(let records):
+            try handleRecords(records)
+        case .credit(let batches):
+            guard sendCredit + batches <= Limits.syncWindowBatches else {
+                throw .unexpected("credit of \(batches) batches beyond the window")
+            }
+            sendCredit += batches
+        case .request(let feed, let from):
+            handleRequest(feed, from: from)
+        case .done:
+            guard peerDoneAfterDeliveries == nil else { throw .unexpected("a second DONE") }
+            peerDoneAfterDeliveries = deliveriesEmitted
+        case .ping:
+            break
+        }
+    }
+
+    // MARK: Summaries
+
+    /// Our summary: every conversation's digest, in parts of at most `syncSummaryEntriesPerMessageMax`.
+    private mutating func sendSummary() {
+        var entries = [SummaryEntry]()
+        for conversation in source.conversations() {
+            let heads = source.feedHeads(of: conversation)
+            guard !heads.isEmpty else { continue }
+            entries.append(SummaryEntry(conversation: conversation, digest: .of(heads)))
+            if entries.count == Limits.syncSummaryEntriesPerMessageMax {
+                send(.summary(isFinal: false, entries: entries))
+                entries = []
+            }
+        }
+        send(.summary(isFinal: true, entries: entries))
+    }
+
+    /// Merge-walks the peer's summary against our conversations: equal digests are skipped, differing ones get
+    /// an offer of our heads, ours alone are pushed whole, the peer's alone are left to the peer.
+    private mutating func handleSummary(isFinal: Bool, entries: [SummaryEntry]) throws(SyncMessageError) {
+        var walk = incomingSummary ?? IncomingSummary(ours: source.conversations())
+        if let first = entries.first, let last = walk.lastPeer, !(last < first.conversation) {
+            throw .unsorted(field: "summary conversations across parts")
+        }
+        for entry in entries {
+            while walk.index < walk.ours.count, walk.ours[walk.index] < entry.conversation {
+                pushWhole(walk.ours[walk.index])
+                walk.index += 1
+            }
+            if walk.index < walk.ours.count, walk.ours[walk.index] == entry.conversation {
+                compare(entry)
+                walk.index += 1
+            } else if knowledge[entry.conversation] == nil {
+                knowledge[entry.conversation] = .peerOnly
+            }
+            walk.lastPeer = entry.conversation
+        }
+        if isFinal {
+            while walk.index < walk.ours.count {
+                pushWhole(walk.ours[walk.index])
+                walk.index += 1
+            }
+            incomingSummary = nil
+            peerSummariesCompleted += 1
+        } else {
+            incomingSummary = walk
+        }
+    }
+
+    /// A conversation the peer's summary lacks: it holds none of it, so everything not already sent goes, after
+    /// our heads (which let the peer count what is coming).
+    private mutating func pushWhole(_ conversation: ConversationID) {
+        let heads = source.feedHeads(of: conversation)
+        guard !heads.isEmpty else { return }
+        knowledge[conversation] = .known
+        var queued = false
+        for head in heads {
+            let feed = FeedKey(conversation: conversation, author: head.author)
+            let held = peerHeld[feed] ?? 0
+            peerHeld[feed] = held
+            if head.sequence > held, !diverged.contains(feed) {
+                pushQueue.add(feed)
+                queued = true
+            }
+        }
+        if queued { queueHeads(conversation, heads, wantsReply: false) }
+    }
+
+    private mutating func compare(_ entry: SummaryEntry) {
+        let heads = source.feedHeads(of: entry.conversation)
+        if SyncDigest.of(heads) == entry.digest {
+            knowledge[entry.conversation] = .matched
+            for head in heads {
+                let feed = FeedKey(conversation: entry.conversation, author: head.author)
+                if let held = peerHeld[feed], held < head.sequence { peerHeld[feed] = head.sequence }
+            }
+        } else if !awaitingHeads.contains(entry.conversation) {
+            awaitingHeads.insert(entry.conversation)
+            queueHeads(entry.conversation, heads, wantsReply: true)
+        }
+    }
+
+    // MARK: Heads
+
+    /// Adds one conversation's heads to the outgoing HEADS messages, in parts when they do not fit one. Feeds
+    /// reported before at the same sequence are left out: the peer remembers them.
+    private mutating func queueHeads(_ conversation: ConversationID, _ heads: [FeedHead], wantsReply: Bool) {
+        var changed = [FeedHead]()
+        for head in heads {
+            let feed = FeedKey(conversation: conversation, author: head.author)
+            guard reportedToPeer[feed] != head.sequence else { continue }
+            reportedToPeer[feed] = head.sequence
+            changed.append(head)
+        }
+        var remaining = changed[...]
+        repeat {
+            if outgoingHeads.count == Limits.syncHeadsConversationsPerMessageMax
+                || outgoingHeadFeeds == Limits.syncFeedHeadsPerMessageMax
+            {
+                flushHeads()
+            }
+            let part = remaining.prefix(Limits.syncFeedHeadsPerMessageMax - outgoingHeadFeeds)
+            remaining = remaining.dropFirst(part.count)
+            outgoingHeads.append(
+                HeadsEntry(
+                    conversation: conversation, isFinal: remaining.isEmpty, wantsReply: wantsReply,
+                    feeds: Array(part)))
+            outgoingHeadFeeds += part.count
+            // Parts of one conversation are contiguous: an unfinished part ends its message.
+            if !remaining.isEmpty { flushHeads() }
+        } while !remaining.isEmpty
+    }
+
+    private mutating func flushHeads() {
+        guard !outgoingHeads.isEmpty else { return }
+        send(.heads(outgoingHeads))
+        outgoingHeads = []
+        outgoingHeadFeeds = 0
+    }
+
+    private mutating func handleHeads(_ entry: HeadsEntry) throws(SyncMessageError) {
+        var incoming: IncomingHeads
+        if let pending = incomingHeads {
+            guard pending.conversation == entry.conversation else {
+                throw .unexpected("heads of another conversation before the last part of the previous one")
+            }
+            incoming = pending
+        } else {
+            let local = source.feedHeads(of: entry.conversation)
+            incoming = IncomingHeads(
+                conversation: entry.conversation,
+                local: Dictionary(uniqueKeysWithValues: local.map { ($0.author, $0) }))
+        }
+        if let first = entry.feeds.first, let last = incoming.lastAuthor, !(last < first.author) {
+            throw .unsorted(field: "feed authors across parts")
+        }
+        let counting = peerDoneAfterDeliveries == nil
+        for feed in entry.feeds {
+            let ours = incoming.local[feed.author]
+            if counting, feed.sequence > ours?.sequence ?? 0 {
+                recordsExpected += Int(feed.sequence - (ours?.sequence ?? 0))
+            }
+            if ours != nil {
+                incoming.reported[feed.author] = feed
+            } else {
+                rememberPeerOnlyFeed(FeedKey(conversation: entry.conversation, author: feed.author), feed.sequence)
+            }
+        }
+        incoming.lastAuthor = entry.feeds.last?.author ?? incoming.lastAuthor
+        if entry.isFinal {
+            incomingHeads = nil
+            finishHeads(incoming, wantsReply: entry.wantsReply)
+        } else {
+            incomingHeads = incoming
+        }
+    }
+
+    /// The peer holds a feed we do not: remember how far, within `syncPeerFeedsTrackedMax`, so we never send it
+    /// back what it has once we get the feed elsewhere.
+    private mutating func rememberPeerOnlyFeed(_ feed: FeedKey, _ sequence: UInt64) {
+        if let held = peerHeld[feed] {
+            if sequence > held { peerHeld[feed] = sequence }
+        } else if peerOnlyFeedsTracked < Limits.syncPeerFeedsTrackedMax {
+            peerHeld[feed] = sequence
+            peerOnlyFeedsTracked += 1
+        }
+    }
+
+    /// The peer's complete heads of one conversation: learn what it holds, push what it lacks, send evidence where
+    /// it holds another record at our head's position, and answer an offer unless ours crossed it.
+    private mutating func finishHeads(_ incoming: IncomingHeads, wantsReply: Bool) {
+        let conversation = incoming.conversation
+        let wasAwaiting = awaitingHeads.remove(conversation) != nil
+        knowledge[conversation] = .known
+        let local = incoming.local.values.sorted { $0.author < $1.author }
+        for head in local {
+            let feed = FeedKey(conversation: conversation, author: head.author)
+            let reported = incoming.reported[head.author]
+            let held = max(peerHeld[feed] ?? 0, reported?.sequence ?? 0)
+            peerHeld[feed] = held
+            guard !diverged.contains(feed) else { continue }
+            if let reported, reported.sequence == head.sequence, reported.head != head.head {
+                diverged.insert(feed)
+                if let record = ownRecord(feed, at: head.sequence) { queueEvidence(record.bytes, id: record.id, feed) }
+            } else if head.sequence > held {
+                pushQueue.add(feed)
+            }
+        }
+        if wantsReply, !wasAwaiting { queueHeads(conversation, local, wantsReply: false) }
+    }
+
+    // MARK: Records
+
+    private mutating func handleRecords(_ records: [Record]) throws(SyncMessageError) {
+        guard batchesHeld < Limits.syncWindowBatches else {
+            throw .unexpected("a batch beyond the \(Limits.syncWindowBatches)-batch window")
+        }
+        batchesHeld += 1
+        var delivered = [DeliveredRecord]()
+        delivered.reserveCapacity(records.count)
+        for record in records {
+            let header = record.header
+            let feed = FeedKey(conversation: header.conversation, author: header.author)
+            if let held = peerHeld[feed] {
+                if header.sequence > held { peerHeld[feed] = header.sequence }
+            } else {
+                peerHeld[feed] = header.sequence
+            }
+            // The peer counts us at this sequence from now on, as if we had reported it.
+            if header.sequence > reportedToPeer[feed] ?? 0 { reportedToPeer[feed] = header.sequence }
+            if let asked = outstandingRequests[feed], header.sequence >= asked { outstandingRequests[feed] = nil }
+            delivered.append(
+                DeliveredRecord(feed: feed, sequence: header.sequence, previous: header.previous, id: record.id))
+        }
+        // Per feed in sequence order; ties (a record and its contradiction) keep the sender's order.
+        let order = delivered.indices.sorted {
+            (delivered[$0].feed, delivered[$0].sequence, $0) < (delivered[$1].feed, delivered[$1].sequence, $1)
+        }
+        pendingDeliveries.append(order.map { delivered[$0] })
+        deliveriesEmitted += 1
+        recordsReceived += records.count
+        actions.append(.deliver(order.map { records[$0].bytes }))
+        if !caughtUpEmitted {
+            actions.append(.progress(received: recordsReceived, expected: max(recordsExpected, recordsReceived)))
+        }
+    }
+
+    /// Sends batches while credit lasts: evidence first, then the queued feeds from what the peer holds on.
+    private mutating func pump() {
+        while sendCredit > 0 {
+            var batch = [[UInt8]]()
+            var bytes = 0
+            while let next = evidenceQueue.first, batch.count < Limits.syncBatchRecordsMax,
+                bytes + next.count <= Limits.syncBatchBytesMax
+            {
+                batch.append(evidenceQueue.removeFirst())
+                bytes += next.count
+            }
+            feeds: while batch.count < Limits.syncBatchRecordsMax, let feed = pushQueue.front {
+                if diverged.contains(feed) {
+                    pushQueue.popFront()
+                    continue
+                }
+                let held = peerHeld[feed] ?? 0
+                // Read in small chunks: a batch may fill by bytes after a few large records.
+                let wanted = min(Limits.syncBatchRecordsMax - batch.count, Self.readChunkRecords)
+                let records = source.records(
+                    conversation: feed.conversation, author: feed.author, from: held + 1, limit: wanted)
+                var taken = 0
+                for record in records {
+                    guard bytes + record.count <= Limits.syncBatchBytesMax else { break }
+                    batch.append(record)
+                    bytes += record.count
+                    taken += 1
+                }
+                peerHeld[feed] = held + UInt64(taken)
+                if taken < records.count { break feeds }  // the batch is full by bytes
+                if records.count < wanted { pushQueue.popFront() }  // the feed is exhausted
+            }
+            guard !batch.isEmpty else { break }
+            actions.append(.send(SyncMessage.encodeRecords(batch)))
+            lastSentAt = now
+            sendCredit -= 1
+        }
+    }
+
+    // MARK: Live push, requests, evidence
+
+    private mutating func noteStored(_ record: StoredRecord) {
+        let feed = record.feed
+        guard !diverged.contains(feed) else { return }
+        let held: UInt64
+        if let known = peerHeld[feed] {
+            held = known
+        } else {
+            switch knowledge[feed.conversation] {
+            case .matched: held = record.sequence - 1
+            case .known: held = 0
+            case .peerOnly: return  // the peer's heads will tell
+            case nil:
+                // Not compared yet: the summary walk (or the heads it awaits) will account for this record.
+                if awaitingHeads.contains(feed.conversation) { return }
+                if peerSummariesCompleted == 0 {
+                    guard let last = incomingSummary?.lastPeer, feed.conversation <= last else { return }
+                }
+                held = 0  // a conversation new since the comparison: the peer had none of it
+            }
+        }
+        guard record.sequence > held else { return }
+        peerHeld[feed] = held
+        pushQueue.add(feed)
+    }
+
+    /// Relays fork evidence the node stored, with our record at the same position, so the peer sees the fork
+    /// whichever branch it holds.
+    private mutating func relayEvidence(_ record: StoredRecord) {
+        let id = RecordID(bytes: Blake2b.hash(record.bytes, outputBytes: 32))
+        // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
+        guard !pendingDeliveries.contains(where: { $0.contains { $0.id == id } }) else { return }
+        queueEvidence(record.bytes, id: id, record.feed)
+        if let ours = ownRecord(record.feed, at: record.sequence) {
+            queueEvidence(ours.bytes, id: ours.id, record.feed)
+        }
+    }
+
+    /// The peer sent a record that contradicts ours: send ours at its position, and the one before when the two
+    /// name different predecessors, so both sides walk back to the first divergence (bounded per feed).
+    private mutating func walkBack(from record: DeliveredRecord) {
+        if let ours = ownRecord(record.feed, at: record.sequence), ours.id != record.id {
+            queueEvidence(ours.bytes, id: ours.id, record.feed)
+        }
+        if record.sequence >= 2, let prior = ownRecord(record.feed, at: record.sequence - 1),
+            prior.id != record.previous
+        {
+            queueEvidence(prior.bytes, id: prior.id, record.feed)
+        }
+    }
+
+    private mutating func queueEvidence(_ bytes: [UInt8], id: RecordID, _ feed: FeedKey) {
+        guard !evidenceKnown.contains(id), evidenceKnown.count < Limits.syncEvidenceTrackedMax,
+            evidenceSentPerFeed[feed, default: 0] < Limits.syncForkEvidencePerFeedMax
+        else { return }
+        evidenceKnown.insert(id)
+        evidenceSentPerFeed[feed, default: 0] += 1
+        evidenceQueue.append(bytes)
+    }
+
+    /// Our chain record of `feed` at `sequence`, if held.
+    private func ownRecord(_ feed: FeedKey, at sequence: UInt64) -> Record? {
+        guard
+            let bytes = source.records(
+                conversation: feed.conversation, author: feed.author, from: sequence, limit: 1
+            ).first,
+            let record = try? Record.decode(bytes), record.header.sequence == sequence
+        else { return nil }
+        return record
+    }
+
+    private mutating func request(_ feed: FeedKey, from: UInt64) {
+        guard !diverged.contains(feed) else { return }
+        if let asked = outstandingRequests[feed] {
+            guard from < asked else { return }
+        } else {
+            guard outstandingRequests.count < Limits.syncRequestsOutstandingMax else { return }
+        }
+        outstandingRequests[feed] = from
+        // The peer will count us at `from - 1` for this feed.
+        reportedToPeer[feed] = from - 1
+        send(.request(feed, from: from))
+    }
+
+    /// The peer lacks this feed from `from` on: believe it, and push from there.
+    private mutating func handleRequest(_ feed: FeedKey, from: UInt64) {
+        guard !diverged.contains(feed),
+            let head = source.feedHeads(of: feed.conversation).first(where: { $0.author == feed.author }),
+            head.sequence >= from
+        else { return }
+        peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
+        pushQueue.add(feed)
+    }
+}
+
+/// A first-in first-out queue of distinct feeds.
+struct FeedQueue {
+    private var items: [FeedKey] = []
+    private var head = 0
+    private var members: Set<FeedKey> = []
+
+    var isEmpty: Bool { head == items.count }
+    var front: FeedKey? { isEmpty ? nil : items[head] }
+
+    /// Appends `feed` unless it is queued already.
+    mutating func add(_ feed: FeedKey) {
+        if members.insert(feed).inserted { items.append(feed) }
+    }
+
+    mutating func popFront() {
+        members.remove(items[head])
+        head += 1
+        if head >= 1024, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+    }
+}
