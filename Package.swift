@@ -28,11 +28,10 @@ let package = Package(
         .target(name: "NatterCrypto", dependencies: ["CSodium"], swiftSettings: strictSettings),
         // Pure value types and rules: ids, the record envelope, its canonical codec, vector clocks, limits.
         .target(name: "NatterModel", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
-        // Sans-IO state machines for links: the Noise XXpsk0 handshake and the secure channel (sync comes next).
+        // Sans-IO state machines for links: the Noise XXpsk0 handshake, the secure channel and the sync session.
         .target(
             name: "NatterSync",
             dependencies: ["NatterModel", "NatterCrypto"],
-            exclude: ["Sync/SYNC-FRAMES.md"],
             swiftSettings: strictSettings
         ),
         // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.

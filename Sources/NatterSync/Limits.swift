@@ -27,7 +27,7 @@ public enum Limits {
     /// is one rekey per 4 GiB, and even at tiny frames a negligible cost.
     public static let rekeyIntervalFrames: UInt64 = 1 << 16
 
-    // MARK: - Sync session (Sync/SYNC-FRAMES.md)
+    // MARK: - Sync session (Sync/docs/protocol.md §3)
 
     /// Summary entries (conversation id and digest, 48 bytes each) per SUMMARY message: 8192, about 384 KiB, well
     /// inside `applicationMessageBytesMax`. A node with more conversations sends its summary in several parts.

@@ -105,7 +105,7 @@ public enum SyncAction: Equatable, Sendable {
     /// the session returns the peer's credit only then.
     case deliver([[UInt8]])
     /// The initial exchange is complete in both directions as far as this side can tell (emitted once; see
-    /// SYNC-FRAMES.md, "Caught up").
+    /// docs/protocol.md §3, "Caught up").
     case caughtUp
     /// Initial sync progress: records received from the peer so far and the number it announced (≥ received).
     case progress(received: Int, expected: Int)

@@ -61,7 +61,7 @@ struct HeadsEntry: Hashable, Sendable {
     let feeds: [FeedHead]
 }
 
-/// The messages of a sync session, one per secure-channel application message. Layouts: SYNC-FRAMES.md.
+/// The messages of a sync session, one per secure-channel application message. Layouts: docs/protocol.md §3.
 enum SyncMessage: Equatable, Sendable {
     /// Per conversation a digest of its feed heads; `isFinal` marks the last part of one summary.
     case summary(isFinal: Bool, entries: [SummaryEntry])
