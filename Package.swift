@@ -40,6 +40,12 @@ let package = Package(
             dependencies: ["NatterModel", "NatterCrypto", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strictSettings
         ),
+        // The node's deterministic core: store, conversations and one handshake/channel/sync session per link.
+        .target(
+            name: "NatterNode",
+            dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
@@ -58,6 +64,11 @@ let package = Package(
         ),
         // Test support: a SQLite VFS that drops every write not yet fsynced when a power cut is simulated.
         .target(name: "CPowerCutVFS", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .testTarget(
+            name: "NatterNodeTests",
+            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
         .testTarget(
             name: "NatterModelTests",

@@ -1,0 +1,176 @@
+// Goal: nodes built from the real core — handshake, secure channel, sync session, store and conversations — find
+// each other's records and converge, relaying for conversations they cannot read. Method: NodeCores wired by an
+// in-process pipe that carries bytes in order (a stand-in for TCP), driven until quiet, with virtual time.
+import Foundation
+import NatterCrypto
+import NatterModel
+import NatterNode
+import NatterStore
+import Testing
+
+/// A tiny deterministic network of NodeCores joined by ordered byte pipes.
+final class PipeNetwork {
+    var nodes: [NodeCore] = []
+    var names: [String] = []
+    var now: Duration = .zero
+    private var nextLink: UInt64 = 1
+    /// link id → (node index, the other end's node index and link id)
+    private var ends: [UInt64: (node: Int, peerNode: Int, peerLink: UInt64)] = [:]
+    private var queue: [(node: Int, input: NodeInput)] = []
+    var events: [(node: Int, event: NodeEvent)] = []
+    var framesSent = 0
+
+    func add(_ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork) throws -> NodeCore {
+        var rng = SeededGenerator(seed: seed)
+        let identity = LocalIdentity(
+            signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
+        let store = try RecordStore.inMemory()
+        let node = NodeCore(
+            store: store, identity: identity, networkKey: network, random: SeededGenerator(seed: seed ^ 1))
+        try node.conversations.publishProfile(name: name, now: 1)
+        nodes.append(node)
+        names.append(name)
+        return node
+    }
+
+    func index(_ node: NodeCore) -> Int { nodes.firstIndex { $0 === node }! }
+
+    /// Opens a link: `a` dials `b`.
+    func connect(_ a: NodeCore, _ b: NodeCore) {
+        let (ia, ib) = (index(a), index(b))
+        let la = nextLink
+        let lb = nextLink + 1
+        nextLink += 2
+        ends[la] = (ia, ib, lb)
+        ends[lb] = (ib, ia, la)
+        queue.append((ib, .linkOpened(LinkID(lb), initiator: false)))
+        queue.append((ia, .linkOpened(LinkID(la), initiator: true)))
+    }
+
+    /// Feeds actions of a node back into the network.
+    func perform(_ node: Int, _ actions: [NodeAction]) {
+        for action in actions {
+            switch action {
+            case .send(let link, let bytes):
+                framesSent += 1
+                if let end = ends[link.raw] {
+                    queue.append((end.peerNode, .bytesReceived(LinkID(end.peerLink), bytes)))
+                }
+            case .close(let link):
+                if let end = ends.removeValue(forKey: link.raw) {
+                    ends[end.peerLink] = nil
+                    queue.append((end.peerNode, .linkClosed(LinkID(end.peerLink))))
+                    queue.append((node, .linkClosed(link)))
+                }
+            case .event(let event):
+                events.append((node, event))
+            }
+        }
+    }
+
+    /// Delivers queued inputs until none are left (bounded).
+    func run(steps: Int = 100_000) {
+        var remaining = steps
+        while !queue.isEmpty && remaining > 0 {
+            let (node, input) = queue.removeFirst()
+            perform(node, nodes[node].handle(input, now: now))
+            remaining -= 1
+        }
+        precondition(queue.isEmpty, "the network did not settle")
+    }
+
+    /// Advances virtual time by `step` and ticks every node.
+    func advance(_ step: Duration) {
+        now += step
+        for (index, node) in nodes.enumerated() { perform(index, node.handle(.tick, now: now)) }
+        run()
+    }
+
+    func publish(_ node: NodeCore, _ record: Record) {
+        perform(index(node), node.published([record], now: now))
+        run()
+    }
+}
+
+@Suite("Node core over pipes")
+struct NodeCoreTests {
+    @Test("two nodes handshake, exchange profiles, chat in a group and converge")
+    func twoNodesChat() throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 1)
+        let bob = try net.add("Bob", seed: 2)
+        net.connect(alice, bob)
+        net.run()
+        #expect(alice.connectedPeers.keys.contains(bob.identity.author))
+        #expect(net.events.contains { if case .caughtUp = $0.event { true } else { false } })
+        // Profiles crossed during the initial exchange: Alice can seal keys to Bob.
+        let group = try alice.conversations.createGroup(title: "Pipes", members: [bob.identity.author], now: 10)
+        let genesis = try alice.store.appliedRecords(of: group)
+        net.perform(net.index(alice), alice.published(genesis, now: net.now))
+        net.run()
+        let hello = try alice.conversations.send("hello over the pipe", in: group, now: 11)
+        net.publish(alice, hello)
+        #expect(try bob.conversations.history(group).last?.text == "hello over the pipe")
+        let reply = try bob.conversations.send("loud and clear", in: group, now: 12)
+        net.publish(bob, reply)
+        #expect(try alice.conversations.history(group).last?.text == "loud and clear")
+        #expect(try alice.store.logDigest() == bob.store.logDigest())
+        #expect(
+            try alice.conversations.snapshot(of: group).state.digest()
+                == bob.conversations.snapshot(of: group).state.digest())
+        #expect(
+            net.events.contains {
+                $0.node == 1 && { if case .conversationChanged(group, _) = $0.event { true } else { false } }($0)
+            })
+    }
+
+    @Test("a node that is not a member relays a conversation it cannot read (store and forward)")
+    func relayThroughNonMember() throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 11)
+        let relay = try net.add("Relay", seed: 12)
+        let carol = try net.add("Carol", seed: 13)
+        net.connect(alice, relay)
+        net.connect(relay, carol)
+        net.run()
+        let group = try alice.conversations.createGroup(title: nil, members: [carol.identity.author], now: 10)
+        net.perform(0, alice.published(try alice.store.appliedRecords(of: group), now: net.now))
+        let canary = "canary-\(UUID().uuidString)"
+        net.publish(alice, try alice.conversations.send(canary, in: group, now: 11))
+        #expect(try carol.conversations.history(group).last?.text == canary)
+        // The relay holds every record but cannot read them.
+        #expect(try relay.store.logDigest() == carol.store.logDigest())
+        #expect(try relay.conversations.snapshot(of: group).state.exists == false)
+        #expect(try relay.conversations.conversationList().isEmpty)
+    }
+
+    @Test("when both sides dial at once, both keep the same single link")
+    func simultaneousDials() throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 21)
+        let bob = try net.add("Bob", seed: 22)
+        net.connect(alice, bob)
+        net.connect(bob, alice)
+        net.run()
+        #expect(alice.connectedPeers.count == 1 && bob.connectedPeers.count == 1)
+        #expect(
+            alice.connectedPeers.values.first.map { $0.raw % 2 } != bob.connectedPeers.values.first.map { $0.raw % 2 })
+        let hello = try alice.conversations.sendDirect("still one link", to: bob.identity.author, now: 5)
+        net.publish(alice, hello)
+        #expect(try bob.conversations.conversationList().first?.preview == "still one link")
+    }
+
+    @Test("a node with another network key is refused at the first handshake message")
+    func wrongNetworkKey() throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 31)
+        let stranger = try net.add("Stranger", seed: 32, network: .generate())
+        net.connect(stranger, alice)
+        net.run()
+        #expect(alice.connectedPeers.isEmpty && stranger.connectedPeers.isEmpty)
+        #expect(
+            net.events.contains { event in
+                if case .linkFailed(_, let reason) = event.event { reason.contains("network") } else { false }
+            })
+    }
+}
