@@ -16,6 +16,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libsodium, the only cryptography library natter uses. Only NatterCrypto imports it.
@@ -40,17 +41,28 @@ let package = Package(
             dependencies: ["NatterModel", "NatterCrypto", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strictSettings
         ),
-        // The node's deterministic core: store, conversations and one handshake/channel/sync session per link.
+        // SwiftNIO adapters: TCP connections carrying bytes, UDP discovery beacons. Knows bytes and addresses, not chat.
+        .target(
+            name: "NatterNetwork",
+            dependencies: [
+                "NatterSync", "NatterModel", "NatterCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The node: its deterministic core (store, conversations, one handshake/channel/sync session per link) and
+        // the actor that drives it over the network with real time.
         .target(
             name: "NatterNode",
-            dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork"],
             swiftSettings: strictSettings
         ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
             dependencies: [
-                "NatterStore", "NatterModel", "NatterCrypto",
+                "NatterStore", "NatterModel", "NatterCrypto", "NatterNode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -66,7 +78,7 @@ let package = Package(
         .target(name: "CPowerCutVFS", linkerSettings: [.linkedLibrary("sqlite3")]),
         .testTarget(
             name: "NatterNodeTests",
-            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),

@@ -3,7 +3,7 @@ import Foundation
 
 /// The `natter` command. Subcommands live in their own files; this type only wires them together.
 @main
-struct Natter: ParsableCommand {
+struct Natter: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "natter",
         abstract: "A serverless chat node for local networks.",
