@@ -406,3 +406,23 @@ extension RecordStore {
         }
     }
 }
+
+extension RecordStore {
+    /// Remembers peers named on the command line ("HOST:PORT"), so later starts dial them without being told.
+    public func rememberPeers(_ addresses: [String], atMillis: Int64) throws {
+        try writer.write { db in
+            for address in addresses {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO named_peer (address, added_ms) VALUES (?, ?)",
+                    arguments: [address, atMillis])
+            }
+        }
+    }
+
+    /// Every remembered peer address, oldest first.
+    public func namedPeers() throws -> [String] {
+        try writer.read { db in
+            try String.fetchAll(db, sql: "SELECT address FROM named_peer ORDER BY added_ms, address")
+        }
+    }
+}

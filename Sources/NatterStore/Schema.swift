@@ -120,6 +120,15 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v3-named-peers") { db in
+            // Peers named with --peer: remembered, and redialled on every later start.
+            try db.execute(sql: """
+                CREATE TABLE named_peer (
+                    address TEXT PRIMARY KEY NOT NULL,
+                    added_ms INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """)
+        }
         return migrator
     }
 }

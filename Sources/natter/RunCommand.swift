@@ -24,7 +24,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("peer"),
-        help: ArgumentHelp("A peer to dial and keep dialling (repeatable).", valueName: "HOST:PORT"))
+        help: ArgumentHelp(
+            "A peer to dial and keep dialling, remembered for later starts (repeatable).", valueName: "HOST:PORT"))
     var peers: [String] = []
 
     @Flag(help: "Run without the line interface: a relay for a spare machine (stop it with SIGINT or SIGTERM).")
@@ -54,9 +55,11 @@ struct RunCommand: AsyncParsableCommand {
             let networkKey = try handle.directory.readNetworkKey()
             // PeerAddress refuses port 0; here it means "any free port".
             let listenAddress = PeerAddress(listen) ?? PeerAddress(host: String(listen.dropLast(2)), port: 0)
+            // Named peers are remembered: this start dials them and every earlier one.
+            try store.rememberPeers(peers.compactMap(PeerAddress.init).map(\.description), atMillis: nowMillis())
+            let remembered = try store.namedPeers().compactMap(PeerAddress.init)
             node = try await Node(
-                store: store, identity: identity, networkKey: networkKey, listen: listenAddress,
-                peers: peers.compactMap(PeerAddress.init))
+                store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered)
             try await node.conversations.refreshChanged()
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port

@@ -137,7 +137,9 @@ struct TwoProcessTests {
         // Bob dies; Alice keeps writing; Bob comes back and dials Alice by himself.
         bob.kill()
         alice.send("/msg Bob while you were away")
-        bob = try NatterProcess(natter, peerArguments)
+        // Restarted without --peer: Bob remembers Alice's address.
+        bob = try NatterProcess(
+            natter, ["run", "--data", "\(root)/b", "--listen", "127.0.0.1:0", "--no-discovery"])
         try bob.waitFor("Alice: while you were away")
         // Alice dies and comes back (on the same port): Bob redials with backoff.
         alice.kill()
