@@ -181,7 +181,8 @@ actor LineShell {
         switch words[1] {
         case "synced": return !peers.isEmpty && peers.allSatisfy { caughtUp.contains($0) }
         case "peer" where words.count >= 3: return peers.contains { name($0, service) == words[2] }
-        default: throw ShellError("usage: /wait synced|peer NAME [SECONDS]")
+        case "known" where words.count >= 3: return (try? person(words[2], service)) != nil
+        default: throw ShellError("usage: /wait synced|peer NAME|known NAME [SECONDS]")
         }
     }
 

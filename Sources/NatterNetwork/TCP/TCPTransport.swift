@@ -122,33 +122,37 @@ public final class TCPTransport: Sendable {
         continuation.finish()
     }
 
-    /// Registers a new channel (on its event loop) and installs the handler that reports its bytes.
+    /// Registers a new channel (on its event loop) and installs the handler that reports its bytes. The limit per
+    /// address applies to inbound connections (what a flood would use); the `.opened` event waits for the channel
+    /// to be connected, and `.closed` follows the channel's close, whether or not it ever connected.
     private func adopt(_ channel: any Channel, initiator: Bool) throws {
-        let remote = channel.remoteAddress
-        let host = remote?.ipAddress ?? "?"
+        let host = initiator ? nil : channel.remoteAddress?.ipAddress
         let id: ConnectionID? = state.withLock { state in
-            guard state.channels.count < TCPLimits.connectionsMax,
-                state.perAddress[host, default: 0] < TCPLimits.connectionsPerAddressMax
-            else { return nil }
+            guard state.channels.count < TCPLimits.connectionsMax else { return nil }
+            if let host {
+                guard state.perAddress[host, default: 0] < TCPLimits.connectionsPerAddressMax else { return nil }
+                state.perAddress[host, default: 0] += 1
+            }
             let id = ConnectionID(raw: state.nextID)
             state.nextID += 1
             state.channels[id] = channel
-            state.perAddress[host, default: 0] += 1
             return id
         }
         guard let id else {
             channel.close(promise: nil)
-            throw TransportError.tooManyConnections(host)
+            throw TransportError.tooManyConnections(host ?? "outbound")
         }
-        let label = remote.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?"
+        channel.closeFuture.whenComplete { [self] _ in
+            self.forget(id, host: host)
+            self.continuation.yield(.closed(id))
+        }
         try channel.pipeline.syncOperations.addHandler(
-            ConnectionHandler(id: id, continuation: continuation) { [self] in self.forget(id, host: host) })
-        continuation.yield(.opened(id, initiator: initiator, remote: label))
+            ConnectionHandler(id: id, initiator: initiator, continuation: continuation))
     }
 
-    private func forget(_ id: ConnectionID, host: String) {
+    private func forget(_ id: ConnectionID, host: String?) {
         state.withLock { state in
-            if state.channels.removeValue(forKey: id) != nil { state.perAddress[host, default: 1] -= 1 }
+            if state.channels.removeValue(forKey: id) != nil, let host { state.perAddress[host, default: 1] -= 1 }
         }
     }
 }
@@ -166,21 +170,37 @@ public enum TransportError: Error, CustomStringConvertible {
     }
 }
 
-/// Forwards a connection's bytes and its end to the transport's event stream.
+/// Forwards a connection's start and bytes to the transport's event stream (its end is reported from the close
+/// future).
 private final class ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     let id: ConnectionID
+    let initiator: Bool
     let continuation: AsyncStream<TCPTransport.Event>.Continuation
-    let onClose: @Sendable () -> Void
 
-    init(
-        id: ConnectionID, continuation: AsyncStream<TCPTransport.Event>.Continuation,
-        onClose: @escaping @Sendable () -> Void
-    ) {
+    init(id: ConnectionID, initiator: Bool, continuation: AsyncStream<TCPTransport.Event>.Continuation) {
         self.id = id
+        self.initiator = initiator
         self.continuation = continuation
-        self.onClose = onClose
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { announce(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        announce(context)
+        context.fireChannelActive()
+    }
+
+    private var announced = false
+
+    private func announce(_ context: ChannelHandlerContext) {
+        guard !announced else { return }
+        announced = true
+        let remote = context.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?"
+        continuation.yield(.opened(id, initiator: initiator, remote: remote))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -188,12 +208,6 @@ private final class ConnectionHandler: ChannelInboundHandler {
         if let bytes = buffer.readBytes(length: buffer.readableBytes), !bytes.isEmpty {
             continuation.yield(.received(id, bytes))
         }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        onClose()
-        continuation.yield(.closed(id))
-        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
