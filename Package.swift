@@ -16,6 +16,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libsodium, the only cryptography library natter uses. Only NatterCrypto imports it.
@@ -46,6 +47,17 @@ let package = Package(
             dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
+        // SwiftNIO adapters: UDP discovery beacons, TCP listen and dial. Knows bytes and addresses, not chat.
+        .target(
+            name: "NatterNetwork",
+            dependencies: [
+                "NatterSync", "NatterModel", "NatterCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            exclude: ["Discovery/BEACONS.md"],
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
@@ -67,6 +79,11 @@ let package = Package(
         .testTarget(
             name: "NatterNodeTests",
             dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterNetworkTests",
+            dependencies: ["NatterNetwork", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
