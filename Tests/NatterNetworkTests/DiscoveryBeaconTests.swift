@@ -94,7 +94,8 @@ struct DiscoveryBeaconTests {
     func portZero() {
         let key = Self.networkKey.beaconKey
         let header = Beacon.magic + [Beacon.version]
-        let sealed = AEAD.seal(Self.tag.bytes + [0, 0], key: key, nonce: Self.nonce, associatedData: Beacon.domain + header)
+        let sealed = AEAD.seal(
+            Self.tag.bytes + [0, 0], key: key, nonce: Self.nonce, associatedData: Beacon.domain + header)
         #expect(Beacon.open(header + Self.nonce.bytes + sealed, key: key) == .failure(.invalidPort))
     }
 
