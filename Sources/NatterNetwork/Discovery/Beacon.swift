@@ -94,11 +94,14 @@ public struct Beacon: Equatable, Sendable {
     /// Checks, in order: room for the header, magic, version, exact size, authentication, port. Untrusted input never
     /// traps here.
     public static func open(_ datagram: some Collection<UInt8>, key: SymmetricKey) -> Result<Beacon, BeaconError> {
+        // Look at the header before copying anything: a datagram may be 64 KiB of junk.
+        let count = datagram.count
+        guard count >= headerBytes else { return .failure(.wrongSize(count)) }
+        let header = Array(datagram.prefix(headerBytes))
+        guard Array(header[0..<4]) == magic else { return .failure(.notABeacon) }
+        guard header[4] == version else { return .failure(.unknownVersion(header[4])) }
+        guard count == byteCount else { return .failure(.wrongSize(count)) }
         let bytes = Array(datagram)
-        guard bytes.count >= headerBytes else { return .failure(.wrongSize(bytes.count)) }
-        guard Array(bytes[0..<4]) == magic else { return .failure(.notABeacon) }
-        guard bytes[4] == version else { return .failure(.unknownVersion(bytes[4])) }
-        guard bytes.count == byteCount else { return .failure(.wrongSize(bytes.count)) }
         let nonceEnd = headerBytes + AEADNonce.byteCount
         let nonce = try! AEADNonce(bytes: Array(bytes[headerBytes..<nonceEnd]))
         let plain: [UInt8]

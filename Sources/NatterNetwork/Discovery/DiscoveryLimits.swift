@@ -52,4 +52,20 @@ public enum DiscoveryLimits {
     /// Distinct (source, reason) rejections that are logged: 256. Each is logged once; past this, one line says that
     /// further rejections go unlogged, so a flood of spoofed sources cannot flood the log.
     public static let rejectionsLoggedMax = 256
+
+    // MARK: - Driver
+
+    /// How often the driver re-reads the interface list: 5 s. A new interface or address gets its own burst within
+    /// this delay; reading the list (`getifaddrs`) costs microseconds.
+    public static let interfacePollInterval: Duration = .seconds(5)
+
+    /// Pause before rebinding after the discovery socket failed: 1 s, so a persistent failure cannot spin.
+    public static let rebindDelay: Duration = .seconds(1)
+
+    /// Dial requests held for a consumer that is not reading: 64 (the newest are kept). A node dials a handful of
+    /// neighbours at a time; older requests would be stale by the time anyone read them.
+    public static let dialRequestsBufferedMax = 64
+
+    /// Log entries held for a consumer that is not reading: 256 (the newest are kept).
+    public static let logsBufferedMax = 256
 }
