@@ -422,7 +422,7 @@ public actor DiscoveryService {
         let devices = (try? System.enumerateDevices()) ?? []
         var v4: [SocketAddress] = [limitedBroadcast]
         for device in devices {
-            if case .v4 = device.address, var broadcast = device.broadcastAddress {
+            if var broadcast = Self.broadcastAddress(of: device) {
                 broadcast.port = port
                 if !v4.contains(broadcast) { v4.append(broadcast) }
             }
@@ -477,6 +477,23 @@ public actor DiscoveryService {
 
     private static func text(_ address: SocketAddress) -> String {
         "\(SourceAddress(address)):\(address.port ?? 0)"
+    }
+
+    /// The IPv4 broadcast address of `device`'s subnet: the one the interface reports, or else address | ~netmask
+    /// (an address added without `brd` reports none, or its own address). None for /31 and /32 and non-IPv4.
+    static func broadcastAddress(of device: NIONetworkDevice) -> SocketAddress? {
+        guard case .v4(let address) = device.address, case .v4(let mask) = device.netmask else { return nil }
+        let host = UInt32(bigEndian: address.address.sin_addr.s_addr)
+        let netmask = UInt32(bigEndian: mask.address.sin_addr.s_addr)
+        guard netmask.nonzeroBitCount <= 30 else { return nil }
+        if case .v4(let reported) = device.broadcastAddress, reported.address.sin_addr.s_addr != 0,
+            reported.address.sin_addr.s_addr != address.address.sin_addr.s_addr
+        {
+            return device.broadcastAddress
+        }
+        var raw = address.address
+        raw.sin_addr.s_addr = (host | ~netmask).bigEndian
+        return SocketAddress(raw)
     }
 
     /// Whether the kernel has a route for a datagram to `destination`: connect() on a throwaway UDP socket (with
