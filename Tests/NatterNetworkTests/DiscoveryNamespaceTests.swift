@@ -37,7 +37,7 @@ struct DiscoveryNamespaceTests {
         for child in [a, b] {
             #expect(child.dials.allSatisfy { $0.tag != child.tag }, "own beacons ignored")
             // No default route in a namespace: 255.255.255.255 is skipped, and the socket survives.
-            #expect(child.logs.contains { $0.contains("no route to 255.255.255.255") }, "\(child.logs)")
+            #expect(child.logs.contains { $0.contains("cannot send to 255.255.255.255") }, "\(child.logs)")
             #expect(!child.logs.contains { $0.contains("socket failed") }, "\(child.logs)")
         }
     }
@@ -72,9 +72,25 @@ struct DiscoveryNamespaceTests {
         #expect(b.dials.contains { $0.tag == a.tag && $0.host == "10.77.\(lab.subnet).1" && $0.port == a.tcpPort })
         for child in [a, b] {
             #expect(child.logs.contains { $0.contains("beaconing to 255.255.255.255:") }, "\(child.logs)")
-            #expect(!child.logs.contains { $0.contains("no route") }, "\(child.logs)")
+            #expect(!child.logs.contains { $0.contains("cannot send") }, "\(child.logs)")
             #expect(!child.logs.contains { $0.contains("socket failed") }, "\(child.logs)")
         }
+    }
+
+    @Test(
+        "a firewall dropping a node's beacons costs it its voice, not its ears: it still hears and dials its peer",
+        .enabled(if: namespacesAvailable, "needs root and iproute2 (ip netns) to build network namespaces"),
+        .enabled(if: FileManager.default.isExecutableFile(atPath: Lab.nft), "needs nftables (nft)"))
+    func firewallDropsOwnBeacons() throws {
+        let lab = try Lab(.subnet)
+        defer { lab.remove() }
+        let port = Int.random(in: 20_000..<60_000)
+        try lab.dropOutgoingUDP(host: lab.hosts[0], port: port)
+        let (a, b) = try lab.runPair(ipv6: false, port: port)
+        #expect(a.dials.contains { $0.tag == b.tag && $0.host == "10.77.\(lab.subnet).2" && $0.port == b.tcpPort })
+        #expect(b.dials.isEmpty, "A's beacons never left A")
+        #expect(a.logs.contains { $0.contains("sending to 10.77.\(lab.subnet).255:\(port) failed") }, "\(a.logs)")
+        #expect(!a.logs.contains { $0.contains("socket failed") }, "the receiving socket stayed open: \(a.logs)")
     }
 
     // MARK: - The child
@@ -124,6 +140,7 @@ struct DiscoveryNamespaceTests {
 /// Two host namespaces joined by veth pairs to a bridge in a third namespace; nothing touches the host's own stack.
 struct Lab {
     static let ip = "/usr/sbin/ip"
+    static let nft = "/usr/sbin/nft"
 
     let suffix: String
     let subnet: Int
@@ -200,15 +217,26 @@ struct Lab {
         }
     }
 
+    /// Makes `host`'s firewall drop every outgoing UDP datagram to `port` (sendmsg then fails with EPERM).
+    func dropOutgoingUDP(host: String, port: Int) throws {
+        try Self.sh(["netns", "exec", host, Self.nft, "add", "table", "inet", "natter"])
+        try Self.sh([
+            "netns", "exec", host, Self.nft, "add", "chain", "inet", "natter", "out",
+            "{ type filter hook output priority 0; }",
+        ])
+        try Self.sh([
+            "netns", "exec", host, Self.nft, "add", "rule", "inet", "natter", "out", "udp", "dport", "\(port)", "drop",
+        ])
+    }
+
     /// Deletes the three namespaces (and with them the veths and the bridge). Never throws: it runs in `defer`.
     func remove() {
         for namespace in hosts + [bridge] { _ = try? Self.sh(["netns", "del", namespace], check: false) }
     }
 
     /// Runs one child per host namespace, at once, and parses what they print (bounded: 30 s).
-    func runPair(ipv6: Bool) throws -> (Child, Child) {
+    func runPair(ipv6: Bool, port: Int = Int.random(in: 20_000..<60_000)) throws -> (Child, Child) {
         let key = Hex.encode(SymmetricKey.generate().secret.withUnsafeBytes { Array($0) })
-        let port = Int.random(in: 20_000..<60_000)
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         var processes: [(Process, Pipe)] = []
         for (index, host) in hosts.enumerated() {

@@ -105,7 +105,8 @@ public enum DiscoveryServiceLog: Sendable, CustomStringConvertible {
     case joinFailed(interface: String, error: String)
     /// The beacon destinations changed (interfaces came, went or changed address); a burst follows.
     case destinationsChanged([String])
-    /// No route to a destination (e.g. 255.255.255.255 without a default route): skipped until there is one.
+    /// No route to a destination (255.255.255.255 without a default route, an IPv6 group before the interface's
+    /// link-local address is usable): skipped until there is one. Logged once until a send there succeeds.
     case destinationUnreachable(String)
     /// Sending to a destination failed; logged once until a send there succeeds.
     case sendFailed(destination: String, error: String)
@@ -123,7 +124,7 @@ public enum DiscoveryServiceLog: Sendable, CustomStringConvertible {
             "discovery: cannot join \(DiscoveryConfiguration.ipv6Group) on \(interface): \(error)"
         case .destinationsChanged(let destinations):
             "discovery: beaconing to \(destinations.joined(separator: ", "))"
-        case .destinationUnreachable(let destination): "discovery: no route to \(destination), skipping it"
+        case .destinationUnreachable(let destination): "discovery: cannot send to \(destination) now, skipping it"
         case .sendFailed(let destination, let error): "discovery: sending to \(destination) failed: \(error)"
         case .socketFailed(let error): "discovery: socket failed (\(error)); rebinding"
         case .discovery(let entry): entry.description
@@ -151,8 +152,10 @@ public enum DiscoveryError: Error, CustomStringConvertible {
 ///
 /// `run()` binds `0.0.0.0:port` (and `[::]:port`, IPv6 only, joined to `ff02::6e61:7472` on every multicast-capable
 /// interface), both with `SO_REUSEADDR` and `SO_REUSEPORT` so that several nodes on one host share the port and
-/// each receives every broadcast. It runs until `shutdown()` or cancellation, and closes its channels on every path.
-/// Read `dialRequests` (and `logs`); report links with `peerConnected`/`peerDisconnected`.
+/// each receives every broadcast. These sockets only receive: beacons leave by a sending socket per address family
+/// on an ephemeral port, because NIO closes a datagram channel on most send errors, and a firewall's EPERM or a
+/// missing route must not cost a node its ears. It runs until `shutdown()` or cancellation, and closes every channel
+/// on every path. Read `dialRequests` (and `logs`); report links with `peerConnected`/`peerDisconnected`.
 public actor DiscoveryService {
     /// This run's random node tag.
     public nonisolated let tag: NodeTag
@@ -175,8 +178,12 @@ public actor DiscoveryService {
     private var stopRequested = false
     private var stopSignal: AsyncStream<Void>.Continuation?
 
-    private var v4Channel: (any Channel)?
+    /// The receiving IPv6 channel, for group membership (it never sends).
     private var v6Channel: (any Channel)?
+    /// The sending channels, one per address family, on ephemeral ports. Kept apart from the receiving sockets
+    /// because NIO closes a datagram channel on most send errors (ENETUNREACH, EPERM from a firewall …): a failed
+    /// send then costs a new sending socket at the next beacon, never the ability to hear neighbours.
+    private var senders: [SenderFamily: any Channel] = [:]
     private var v4Destinations: [SocketAddress] = []
     private var v6Destinations: [SocketAddress] = []
     /// Interface index → name, for the interfaces whose IPv6 group membership this socket holds.
@@ -185,6 +192,7 @@ public actor DiscoveryService {
     private var nextPoll: Duration = .zero
 
     private enum Phase { case idle, running, stopped }
+    private enum SenderFamily: Hashable { case v4, v6 }
 
     /// A service announcing `tcpPort` to nodes of `networkKey`'s network. Nothing happens before `run()`.
     public init(networkKey: NetworkKey, tcpPort: Int, configuration: DiscoveryConfiguration = DiscoveryConfiguration())
@@ -227,16 +235,18 @@ public actor DiscoveryService {
                 try? await Task.sleep(for: DiscoveryLimits.rebindDelay)
                 continue
             }
+            var failure = "the socket closed"
             do {
                 try await serve(v4: v4, v6: v6, first: first)
             } catch {
-                if !stopRequested && !Task.isCancelled { log(.socketFailed("\(error)")) }
+                failure = "\(error)"
             }
             first = false
-            v4Channel = nil
             v6Channel = nil
             joined = [:]
+            await closeSenders()
             if stopRequested || Task.isCancelled { break }
+            log(.socketFailed(failure))
             try? await Task.sleep(for: DiscoveryLimits.rebindDelay)
         }
     }
@@ -282,8 +292,6 @@ public actor DiscoveryService {
         if ipv6 {
             bootstrap = bootstrap.channelOption(
                 ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
-        } else {
-            bootstrap = bootstrap.channelOption(.socketOption(.so_broadcast), value: 1)
         }
         return try await bootstrap.bind(host: host, port: configuration.port) { channel in
             channel.eventLoop.makeCompletedFuture {
@@ -315,7 +323,6 @@ public actor DiscoveryService {
         stopSignal = stopContinuation
         defer { stopSignal = nil }
         if stopRequested { return }
-        v4Channel = v4
         v6Channel = v6
         log(.listening(port: configuration.port, ipv6: v6 != nil))
         let now = self.now()
@@ -385,19 +392,19 @@ public actor DiscoveryService {
     }
 
     private func sendEverywhere(_ bytes: [UInt8]) async {
-        let targets = v4Destinations.map { ($0, v4Channel) } + v6Destinations.map { ($0, v6Channel) }
-        for (destination, channel) in targets {
-            guard let channel else { continue }
-            // A datagram without a route fails with ENETUNREACH, which NIO treats as fatal for the socket. Asking
-            // the kernel for a route first (a connect() on a throwaway socket sends nothing) avoids that.
-            guard Self.routeExists(to: destination) else {
+        let targets = v4Destinations.map { ($0, SenderFamily.v4) } + v6Destinations.map { ($0, SenderFamily.v6) }
+        for (destination, family) in targets {
+            // Ask the kernel for a route first (connect() on a throwaway socket sends nothing): a destination without
+            // one (255.255.255.255 with no default route, an interface going down) is skipped quietly.
+            if let reason = Self.unroutable(destination) {
                 if failedDestinations.insert(destination).inserted {
-                    log(.destinationUnreachable(Self.text(destination)))
+                    log(.destinationUnreachable("\(Self.text(destination)) (\(reason))"))
                 }
                 continue
             }
-            let envelope = AddressedEnvelope(remoteAddress: destination, data: ByteBuffer(bytes: bytes))
             do {
+                let channel = try await sender(family)
+                let envelope = AddressedEnvelope(remoteAddress: destination, data: ByteBuffer(bytes: bytes))
                 try await channel.writeAndFlush(envelope).get()
                 failedDestinations.remove(destination)
             } catch {
@@ -406,6 +413,22 @@ public actor DiscoveryService {
                 }
             }
         }
+    }
+
+    /// The sending channel for `family`, opened now if there is none or the last one closed (after a send error).
+    private func sender(_ family: SenderFamily) async throws -> any Channel {
+        if let channel = senders[family], channel.isActive { return channel }
+        if let stale = senders.removeValue(forKey: family) { try? await stale.close() }
+        var bootstrap = DatagramBootstrap(group: configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton)
+        if family == .v4 { bootstrap = bootstrap.channelOption(.socketOption(.so_broadcast), value: 1) }
+        let channel = try await bootstrap.bind(host: family == .v4 ? "0.0.0.0" : "::", port: 0).get()
+        senders[family] = channel
+        return channel
+    }
+
+    private func closeSenders() async {
+        for channel in senders.values { try? await channel.close() }
+        senders = [:]
     }
 
     /// Re-reads the interfaces; recomputes destinations and joins the IPv6 group where new. True if anything changed.
@@ -496,19 +519,20 @@ public actor DiscoveryService {
         return SocketAddress(raw)
     }
 
-    /// Whether the kernel has a route for a datagram to `destination`: connect() on a throwaway UDP socket (with
-    /// SO_BROADCAST, which broadcast destinations need) looks the route up and sends nothing.
-    static func routeExists(to destination: SocketAddress) -> Bool {
+    /// Nil if the kernel has a route for a datagram to `destination`, else why not: connect() on a throwaway UDP
+    /// socket (with SO_BROADCAST, which broadcast destinations need) looks the route up and sends nothing.
+    static func unroutable(_ destination: SocketAddress) -> String? {
         #if os(Linux)
         let datagram = CInt(SOCK_DGRAM.rawValue)
         #else
         let datagram = SOCK_DGRAM
         #endif
         let fd = socket(destination.protocol.rawValue, datagram, 0)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
         defer { close(fd) }
         var one: CInt = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, socklen_t(MemoryLayout<CInt>.size))
-        return destination.withSockAddr { pointer, size in connect(fd, pointer, socklen_t(size)) } == 0
+        let status = destination.withSockAddr { pointer, size in connect(fd, pointer, socklen_t(size)) }
+        return status == 0 ? nil : String(cString: strerror(errno))
     }
 }
