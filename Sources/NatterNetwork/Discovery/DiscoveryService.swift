@@ -305,11 +305,10 @@ public actor DiscoveryService {
         try await v4.executeThenClose { inbound4, _ in
             if let v6 {
                 try await v6.executeThenClose { inbound6, _ in
-                    try await self.serve(
-                        inbound4: inbound4, inbound6: inbound6, v4: v4.channel, v6: v6.channel, first: first)
+                    try await self.serve(inbound4: inbound4, inbound6: inbound6, v6: v6.channel, first: first)
                 }
             } else {
-                try await self.serve(inbound4: inbound4, inbound6: nil, v4: v4.channel, v6: nil, first: first)
+                try await self.serve(inbound4: inbound4, inbound6: nil, v6: nil, first: first)
             }
         }
     }
@@ -317,7 +316,7 @@ public actor DiscoveryService {
     private func serve(
         inbound4: NIOAsyncChannelInboundStream<AddressedEnvelope<ByteBuffer>>,
         inbound6: NIOAsyncChannelInboundStream<AddressedEnvelope<ByteBuffer>>?,
-        v4: any Channel, v6: (any Channel)?, first: Bool
+        v6: (any Channel)?, first: Bool
     ) async throws {
         let (stop, stopContinuation) = AsyncStream.makeStream(of: Void.self)
         stopSignal = stopContinuation
@@ -481,6 +480,7 @@ public actor DiscoveryService {
         let changed = v4 != v4Destinations || v6 != v6Destinations
         v4Destinations = v4
         v6Destinations = v6
+        failedDestinations.formIntersection(v4 + v6)
         if changed {
             log(.destinationsChanged(v4.map(Self.text) + v6.map { "\(Self.text($0)) (\(joined[scope($0)] ?? "?"))" }))
         }
