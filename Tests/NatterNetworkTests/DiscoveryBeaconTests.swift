@@ -8,7 +8,7 @@ import Testing
 
 @testable import NatterNetwork
 
-@Suite("Discovery beacon codec")
+@Suite("Discovery beacon codec", .timeLimit(.minutes(1)))
 struct DiscoveryBeaconTests {
     static let networkKey = NetworkKey(key: try! SymmetricKey(bytes: Array(0..<32)))
     static let nonce = try! AEADNonce(bytes: Array(0x40..<0x58))

@@ -8,7 +8,7 @@ import Testing
 
 @testable import NatterNetwork
 
-@Suite("Discovery machine")
+@Suite("Discovery machine", .timeLimit(.minutes(1)))
 struct DiscoveryMachineTests {
     typealias Machine = DiscoveryMachine<String>
     typealias Action = DiscoveryAction<String>

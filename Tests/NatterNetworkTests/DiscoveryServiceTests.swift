@@ -88,7 +88,7 @@ struct DiscoveryServiceTests {
             try await Running([b], recorder: recorder).whileRunning {
                 let started = ContinuousClock.now
                 _ = try await recorder.waitFor(seconds: 10) { $0[a.tag, default: []].contains { $0.tag == b.tag } }
-                #expect(ContinuousClock.now - started < .seconds(1))
+                #expect(ContinuousClock.now - started < .seconds(2), "about one beacon, with room for a loaded machine")
                 // Linked: B's periodic beacons (every 1–1.5 s) cause no dial.
                 await a.peerConnected(b.tag)
                 try await Task.sleep(for: .milliseconds(2600))
