@@ -18,7 +18,7 @@ struct DiscoveryNamespaceTests {
 
     /// Root, iproute2, and not already a child.
     static var namespacesAvailable: Bool {
-        geteuid() == 0 && FileManager.default.isExecutableFile(atPath: Lab.ip)
+        geteuid() == 0 && FileManager.default.isExecutableFile(atPath: NamespaceLab.ip)
             && ProcessInfo.processInfo.environment[childVariable] == nil
     }
 
@@ -26,7 +26,7 @@ struct DiscoveryNamespaceTests {
         "IPv4: two hosts on a bridge dial each other's address at the other's TCP port",
         .enabled(if: namespacesAvailable, "needs root and iproute2 (ip netns) to build network namespaces"))
     func ipv4Broadcast() throws {
-        let lab = try Lab(.subnet)
+        let lab = try NamespaceLab(.subnet)
         defer { lab.remove() }
         let (a, b) = try lab.runPair(ipv6: false)
         print(
@@ -46,7 +46,7 @@ struct DiscoveryNamespaceTests {
         "IPv6 only: with no IPv4 address, two hosts find each other by link-local multicast",
         .enabled(if: namespacesAvailable, "needs root and iproute2 (ip netns) to build network namespaces"))
     func ipv6Multicast() throws {
-        let lab = try Lab(.ipv6Only)
+        let lab = try NamespaceLab(.ipv6Only)
         defer { lab.remove() }
         let (a, b) = try lab.runPair(ipv6: true)
         print(
@@ -65,7 +65,7 @@ struct DiscoveryNamespaceTests {
         "IPv4 limited broadcast: with /32 addresses and a default route, 255.255.255.255 alone reaches the peer",
         .enabled(if: namespacesAvailable, "needs root and iproute2 (ip netns) to build network namespaces"))
     func ipv4LimitedBroadcast() throws {
-        let lab = try Lab(.limitedBroadcastOnly)
+        let lab = try NamespaceLab(.limitedBroadcastOnly)
         defer { lab.remove() }
         let (a, b) = try lab.runPair(ipv6: false)
         #expect(a.dials.contains { $0.tag == b.tag && $0.host == "10.77.\(lab.subnet).2" && $0.port == b.tcpPort })
@@ -80,9 +80,9 @@ struct DiscoveryNamespaceTests {
     @Test(
         "a firewall dropping a node's beacons costs it its voice, not its ears: it still hears and dials its peer",
         .enabled(if: namespacesAvailable, "needs root and iproute2 (ip netns) to build network namespaces"),
-        .enabled(if: FileManager.default.isExecutableFile(atPath: Lab.nft), "needs nftables (nft)"))
+        .enabled(if: FileManager.default.isExecutableFile(atPath: NamespaceLab.nft), "needs nftables (nft)"))
     func firewallDropsOwnBeacons() throws {
-        let lab = try Lab(.subnet)
+        let lab = try NamespaceLab(.subnet)
         defer { lab.remove() }
         let port = Int.random(in: 20_000..<60_000)
         try lab.dropOutgoingUDP(host: lab.hosts[0], port: port)
@@ -120,7 +120,8 @@ struct DiscoveryNamespaceTests {
         let dials = Task {
             for await dial in service.dialRequests {
 
-                let elapsed = (ContinuousClock.now - started).wholeMilliseconds
+                let (seconds, attoseconds) = (ContinuousClock.now - started).components
+                let elapsed = seconds * 1000 + attoseconds / 1_000_000_000_000_000
                 emit("dial \(Hex.encode(dial.tag.bytes)) \(dial.host) \(dial.port) \(elapsed)")
 
             }
@@ -138,7 +139,7 @@ struct DiscoveryNamespaceTests {
 // MARK: - Support
 
 /// Two host namespaces joined by veth pairs to a bridge in a third namespace; nothing touches the host's own stack.
-struct Lab {
+struct NamespaceLab {
     static let ip = "/usr/sbin/ip"
     static let nft = "/usr/sbin/nft"
 

@@ -26,10 +26,10 @@ struct DiscoveryServiceTests {
         let b = DiscoveryService(networkKey: shared, tcpPort: 41002, configuration: configuration)
         let c = DiscoveryService(networkKey: NetworkKey.generate(), tcpPort: 41003, configuration: configuration)
         let nodes = [a, b, c]
-        let recorder = Recorder()
+        let recorder = DiscoveryRecorder()
         let started = ContinuousClock.now
 
-        try await Running(nodes, recorder: recorder).whileRunning {
+        try await RunningDiscovery(nodes, recorder: recorder).whileRunning {
             let aFoundB = try await recorder.waitFor(seconds: 10) {
                 $0[a.tag, default: []].contains { $0.tag == b.tag }
             }
@@ -80,12 +80,12 @@ struct DiscoveryServiceTests {
         let configuration = DiscoveryConfiguration(port: port, reach: .loopbackOnly, schedule: schedule)
         let a = DiscoveryService(networkKey: shared, tcpPort: 42001, configuration: configuration)
         let b = DiscoveryService(networkKey: shared, tcpPort: 42002, configuration: configuration)
-        let recorder = Recorder()
+        let recorder = DiscoveryRecorder()
         func dialsOfB() async -> Int { await recorder.dials[a.tag, default: []].filter { $0.tag == b.tag }.count }
-        try await Running([a], recorder: recorder).whileRunning {
+        try await RunningDiscovery([a], recorder: recorder).whileRunning {
             // A is alone through its burst; then B starts, and its burst makes A dial B at once.
             try await Task.sleep(for: .milliseconds(600))
-            try await Running([b], recorder: recorder).whileRunning {
+            try await RunningDiscovery([b], recorder: recorder).whileRunning {
                 let started = ContinuousClock.now
                 _ = try await recorder.waitFor(seconds: 10) { $0[a.tag, default: []].contains { $0.tag == b.tag } }
                 #expect(ContinuousClock.now - started < .seconds(2), "about one beacon, with room for a loaded machine")
@@ -151,7 +151,7 @@ struct DiscoveryServiceTests {
 // MARK: - Support
 
 /// Every dial request and log line of the services it records, by the service's tag.
-actor Recorder {
+actor DiscoveryRecorder {
     var dials: [NodeTag: [DialRequest]] = [:]
     var logs: [NodeTag: [DiscoveryServiceLog]] = [:]
 
@@ -177,17 +177,17 @@ actor Recorder {
 }
 
 /// Runs services for the length of a closure and always shuts them down, waiting (bounded) for `run()` to return.
-struct Running {
+struct RunningDiscovery {
     let services: [DiscoveryService]
-    let recorder: Recorder
+    let recorder: DiscoveryRecorder
 
-    init(_ services: [DiscoveryService], recorder: Recorder) {
+    init(_ services: [DiscoveryService], recorder: DiscoveryRecorder) {
         self.services = services
         self.recorder = recorder
     }
 
     func whileRunning(_ body: () async throws -> Void) async throws {
-        let done = Counter()
+        let done = DiscoveryCounter()
         var runs: [Task<Void, any Error>] = []
         for service in services {
             let recorder = recorder
@@ -222,7 +222,7 @@ struct Running {
     }
 }
 
-actor Counter {
+actor DiscoveryCounter {
     private(set) var value = 0
     func increment() { value += 1 }
 }

@@ -22,7 +22,7 @@ public struct NodeTag: Hashable, Sendable, CustomStringConvertible {
 
     /// A fresh tag from `generator`. Production passes `SecureRandomGenerator`; simulations a seeded one.
     public static func random(using generator: inout some RandomNumberGenerator) -> NodeTag {
-        NodeTag(bytes: randomBytes(byteCount, using: &generator))
+        NodeTag(bytes: DiscoveryRandom.bytes(byteCount, using: &generator))
     }
 
     /// First 8 hex digits: enough for logs.
@@ -147,13 +147,16 @@ public enum BeaconError: Error, Hashable, Sendable, CustomStringConvertible {
 
 // MARK: - Helpers
 
-/// `count` bytes from `generator`, eight at a time.
-func randomBytes(_ count: Int, using generator: inout some RandomNumberGenerator) -> [UInt8] {
-    var out = [UInt8]()
-    out.reserveCapacity(count + 7)
-    while out.count < count {
-        let word = generator.next()
-        withUnsafeBytes(of: word.littleEndian) { out.append(contentsOf: $0) }
+/// Random bytes from an injected generator (tags, beacon nonces), so that simulations replay from their seed.
+enum DiscoveryRandom {
+    /// `count` bytes from `generator`, eight at a time.
+    static func bytes(_ count: Int, using generator: inout some RandomNumberGenerator) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(count + 7)
+        while out.count < count {
+            let word = generator.next()
+            withUnsafeBytes(of: word.littleEndian) { out.append(contentsOf: $0) }
+        }
+        return Array(out.prefix(count))
     }
-    return Array(out.prefix(count))
 }

@@ -206,7 +206,7 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
     // MARK: - Own beacons
 
     private mutating func sendBeacon(now: Duration) -> DiscoveryAction<Host> {
-        let nonce = try! AEADNonce(bytes: randomBytes(AEADNonce.byteCount, using: &random))
+        let nonce = try! AEADNonce(bytes: DiscoveryRandom.bytes(AEADNonce.byteCount, using: &random))
         let bytes = Beacon(tag: ownTag, port: tcpPort).seal(key: key, nonce: nonce)
         if burstPending > 0 { burstPending -= 1 }
         nextBeaconAt = now + (burstPending > 0 ? schedule.burstInterval : jitteredPeriod())
@@ -214,7 +214,7 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
     }
 
     private mutating func jitteredPeriod() -> Duration {
-        let spanMilliseconds = (schedule.periodMax - schedule.periodMin).wholeMilliseconds
+        let spanMilliseconds = milliseconds(schedule.periodMax - schedule.periodMin)
         let extra = UInt64.random(in: 0...UInt64(spanMilliseconds), using: &random)
         return schedule.periodMin + .milliseconds(Int64(extra))
     }
@@ -238,7 +238,7 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
                 tokens: DiscoveryLimits.sourceBeaconBurstMax - 1, refilledAt: now, lastSeen: now, serial: serial)
             return true
         }
-        let refills = max(0, (now - bucket.refilledAt).wholeMilliseconds / interval.wholeMilliseconds)
+        let refills = max(0, milliseconds(now - bucket.refilledAt) / milliseconds(interval))
         if refills > 0 {
             bucket.tokens = min(DiscoveryLimits.sourceBeaconBurstMax, bucket.tokens + Int(clamping: refills))
             bucket.refilledAt =
@@ -320,6 +320,12 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
         return [.log(entry)]
     }
 
+    /// `duration` in whole milliseconds, rounded toward zero.
+    private func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+
     // MARK: - Invariants
 
     private func checkInvariants() {
@@ -329,13 +335,5 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
         assert(!started || nextBeaconAt != nil)
         assert(burstPending >= 0 && burstPending < schedule.burstCount)
         assert(candidates[ownTag] == nil, "a node never remembers itself")
-    }
-}
-
-extension Duration {
-    /// The duration in whole milliseconds, rounded toward zero.
-    var wholeMilliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
