@@ -58,6 +58,17 @@ let package = Package(
             dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork"],
             swiftSettings: strictSettings
         ),
+        // SwiftNIO adapters: UDP discovery beacons, TCP listen and dial. Knows bytes and addresses, not chat.
+        .target(
+            name: "NatterNetwork",
+            dependencies: [
+                "NatterSync", "NatterModel", "NatterCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            exclude: ["Discovery/BEACONS.md"],
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
@@ -79,6 +90,11 @@ let package = Package(
         .testTarget(
             name: "NatterNodeTests",
             dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterNetworkTests",
+            dependencies: ["NatterNetwork", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),

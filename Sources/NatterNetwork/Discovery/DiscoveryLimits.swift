@@ -1,0 +1,71 @@
+/// Every number discovery depends on, with its reason. (Kept apart from the module's other limits so that the TCP
+/// transport and discovery can grow in parallel; the two may be folded into one `Limits` later.)
+public enum DiscoveryLimits {
+    // MARK: - Port and schedule
+
+    /// The UDP discovery port: 7719. Unassigned by IANA; every node of every network shares it (beacons of other
+    /// networks fail authentication), so one host can run several nodes on it with `SO_REUSEPORT`.
+    public static let defaultPort = 7719
+
+    /// Beacons in the burst sent at start and on every interface change: 3. One datagram may be lost, or arrive
+    /// before a neighbour's socket is bound; three make first contact within about one beacon all but certain.
+    public static let burstCount = 3
+
+    /// Gap between burst beacons: 200 ms. Short enough that first contact stays well under a second, long enough to
+    /// ride out a momentary loss or a neighbour's still-binding socket.
+    public static let burstInterval: Duration = .milliseconds(200)
+
+    /// Shortest gap between periodic beacons: 15 s. A node learns of newcomers from their own bursts, so the period
+    /// only repairs lost bursts and healed partitions; 15–30 s keeps 100 nodes at about 4.5 beacons/s in all.
+    public static let periodMin: Duration = .seconds(15)
+
+    /// Longest gap between periodic beacons: 30 s. The period is drawn uniformly from `periodMin...periodMax` each time
+    /// (in whole milliseconds) so that nodes started together drift apart instead of beaconing in lockstep.
+    public static let periodMax: Duration = .seconds(30)
+
+    // MARK: - Incoming beacons
+
+    /// Beacons one source address may have in hand at once (a token bucket's capacity): 32. Several nodes on one host
+    /// share a source address and each burst may arrive by a couple of paths; 32 lets five of them start together.
+    public static let sourceBeaconBurstMax = 32
+
+    /// One token returns to a source's bucket every 250 ms (4 beacons/s sustained), some 80 times what one node
+    /// sends in its periodic phase; what exceeds it is dropped before decryption.
+    public static let sourceBeaconRefillInterval: Duration = .milliseconds(250)
+
+    /// Source addresses tracked by the rate limiter: 1024. When full, the idlest is forgotten (and so gets a full
+    /// bucket again if it returns): spoofed sources can waste this table, but never block a real neighbour.
+    public static let sourcesTrackedMax = 1024
+
+    /// Nodes remembered from their beacons (tag, address, port): 256, more than any LAN swarm natter is built for.
+    /// When full, the one heard from longest ago is evicted (preferring nodes not linked).
+    public static let candidatesMax = 256
+
+    /// A candidate not heard from for this long is forgotten: 90 s, three of the longest periods.
+    public static let candidateLifetime: Duration = .seconds(90)
+
+    /// Shortest gap between two dial requests for the same tag: 1 s. A burst arrives as several datagrams (and
+    /// copies by several paths) within 400 ms; they make one dial. A failed dial is retried at the next beacon at
+    /// least this much later.
+    public static let dialIntervalMin: Duration = .seconds(1)
+
+    /// Distinct (source, reason) rejections that are logged: 256. Each is logged once; past this, one line says that
+    /// further rejections go unlogged, so a flood of spoofed sources cannot flood the log.
+    public static let rejectionsLoggedMax = 256
+
+    // MARK: - Driver
+
+    /// How often the driver re-reads the interface list: 5 s. A new interface or address gets its own burst within
+    /// this delay; reading the list (`getifaddrs`) costs microseconds.
+    public static let interfacePollInterval: Duration = .seconds(5)
+
+    /// Pause before rebinding after the discovery socket failed: 1 s, so a persistent failure cannot spin.
+    public static let rebindDelay: Duration = .seconds(1)
+
+    /// Dial requests held for a consumer that is not reading: 64 (the newest are kept). A node dials a handful of
+    /// neighbours at a time; older requests would be stale by the time anyone read them.
+    public static let dialRequestsBufferedMax = 64
+
+    /// Log entries held for a consumer that is not reading: 256 (the newest are kept).
+    public static let logsBufferedMax = 256
+}
