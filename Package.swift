@@ -58,22 +58,11 @@ let package = Package(
             dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork"],
             swiftSettings: strictSettings
         ),
-        // SwiftNIO adapters: UDP discovery beacons, TCP listen and dial. Knows bytes and addresses, not chat.
-        .target(
-            name: "NatterNetwork",
-            dependencies: [
-                "NatterSync", "NatterModel", "NatterCrypto",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            exclude: ["Discovery/BEACONS.md"],
-            swiftSettings: strictSettings
-        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
             dependencies: [
-                "NatterStore", "NatterModel", "NatterCrypto", "NatterNode",
+                "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

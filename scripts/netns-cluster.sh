@@ -4,7 +4,9 @@
 # traffic flows; then nftables rules inside the namespaces drop a share of packets and split the nodes in two
 # halves; after the heal every node's log digest and the group's digest must be equal.
 #
-# Usage: sudo scripts/netns-cluster.sh [--nodes N] [--loss PERCENT] [--partition SECONDS] [--messages M] [--binary PATH]
+# Usage: sudo scripts/netns-cluster.sh [--nodes N] [--loss PERCENT] [--partition SECONDS] [--messages M]
+#                                     [--named-peers] [--binary PATH]
+# By default nodes find each other by UDP discovery alone; --named-peers links them in a ring of --peer instead.
 # Everything it creates (namespaces, processes, temp files) is removed on exit, even on failure; it is bounded in
 # time (every wait has a timeout) and only ever sends traffic inside its own namespaces.
 set -euo pipefail
@@ -14,6 +16,7 @@ loss=10
 partition=30
 messages=5
 binary=""
+named=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) nodes="$2"; shift 2 ;;
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
         --partition) partition="$2"; shift 2 ;;
         --messages) messages="$2"; shift 2 ;;
         --binary) binary="$2"; shift 2 ;;
+        --named-peers) named=yes; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -69,8 +73,13 @@ for i in $(seq 0 $((nodes - 1))); do
     "$binary" init --data "$work/node$i" --name "node$i" >/dev/null
     mkfifo "$work/in$i"
     previous=$(( (i + nodes - 1) % nodes ))
-    ns "$host" env NATTER_TRACE="${NATTER_TRACE:-}" "$binary" run --data "$work/node$i" --listen "0.0.0.0:7718" --no-discovery \
-        --peer "$subnet.$((previous + 10)):7718" < "$work/in$i" > "$work/out$i" 2> "$work/err$i" &
+    if [ -n "$named" ]; then
+        linking=(--no-discovery --peer "$subnet.$((previous + 10)):7718")
+    else
+        linking=()
+    fi
+    ns "$host" env NATTER_TRACE="${NATTER_TRACE:-}" "$binary" run --data "$work/node$i" --listen "0.0.0.0:7718" \
+        "${linking[@]}" < "$work/in$i" > "$work/out$i" 2> "$work/err$i" &
     pids+=($!)
     exec {fd}> "$work/in$i"
     eval "fd$i=$fd"
@@ -84,7 +93,7 @@ wait_for() {  # node, text, seconds
     done
 }
 
-echo "netns-cluster: $nodes nodes on $subnet.0/24 in namespaces ${tag}h*, ring of named peers"
+echo "netns-cluster: $nodes nodes on $subnet.0/24 in namespaces ${tag}h*, linked by ${named:+named peers}${named:-discovery}"
 # Everyone must know everyone's profile before the group is formed.
 for i in $(seq 1 $((nodes - 1))); do send 0 "/wait known node$i 30"; done
 members=""

@@ -1,6 +1,6 @@
 public import NatterCrypto
 public import NatterModel
-import NatterNetwork
+public import NatterNetwork
 public import NatterStore
 import Synchronization
 
@@ -43,6 +43,9 @@ public actor Node {
 
     private let core: NodeCore
     private let transport: TCPTransport
+    private let discovery: DiscoveryService?
+    /// Links dialled because of a beacon, and the node tag that beacon carried.
+    private var discovered: [ConnectionID: NodeTag] = [:]
     private let clock = ContinuousClock()
     private let started: ContinuousClock.Instant
     private var named: [PeerAddress: Redial] = [:]
@@ -52,19 +55,30 @@ public actor Node {
     /// The TCP port the node listens on (another one than asked for when it was taken).
     public nonisolated let port: Int
 
+    /// How long a peer found by discovery is redialled after its link went down: long enough to ride out a
+    /// partition or a reboot without waiting 15–30 s for its next beacon, short enough to forget nodes that left.
+    public static let discoveredRedialWindow: Duration = .seconds(120)
+
     private struct Redial {
         var connection: ConnectionID?
         var nextAttempt: ContinuousClock.Instant
         var backoff: Duration
+        /// When to stop redialling (peers found by discovery); nil for named peers, redialled for ever.
+        var expires: ContinuousClock.Instant? = nil
     }
 
-    /// Opens the transport, listens on `listen`, and prepares to dial `peers`. Call `run()` to start.
+    /// Opens the transport, listens on `listen`, and prepares to dial `peers` and, unless `discovery` is nil, to
+    /// announce itself and dial the nodes it hears on the LAN. Call `run()` to start.
     public init(
-        store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress]
+        store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
+        discovery: DiscoveryConfiguration? = DiscoveryConfiguration()
     ) async throws {
         core = NodeCore(store: store, identity: identity, networkKey: networkKey, random: SecureRandomGenerator())
         transport = TCPTransport()
-        port = try await transport.listen(host: listen.host, port: listen.port)
+        let bound = try await transport.listen(host: listen.host, port: listen.port)
+        port = bound
+        // The beacon announces the port the listener already accepts links on.
+        self.discovery = discovery.map { DiscoveryService(networkKey: networkKey, tcpPort: bound, configuration: $0) }
         started = clock.now
         (events, continuation) = AsyncStream.makeStream(of: NodeEvent.self, bufferingPolicy: .unbounded)
         for peer in peers {
@@ -100,6 +114,23 @@ public actor Node {
                     await self.tick()
                 }
             }
+            if let discovery {
+                group.addTask { [discovery] in
+                    do {
+                        try await discovery.run()
+                    } catch {
+                        await self.report("discovery stopped: \(error)")
+                    }
+                    // Keep the node running without discovery: named peers still work.
+                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                }
+                group.addTask { [discovery] in
+                    for await request in discovery.dialRequests { await self.dialDiscovered(request) }
+                }
+                group.addTask { [discovery] in
+                    for await entry in discovery.logs { await self.report("\(entry)") }
+                }
+            }
             await group.next()
             group.cancelAll()
         }
@@ -107,8 +138,29 @@ public actor Node {
 
     /// Closes every connection (with the channel's goodbye where possible) and ends the event stream.
     public func shutdown() async {
+        await discovery?.shutdown()
         await transport.shutdown()
         continuation.finish()
+    }
+
+    // MARK: - Discovery
+
+    private func dialDiscovered(_ request: DialRequest) async {
+        guard let discovery else { return }
+        guard let connection = await transport.dial(host: request.host, port: request.port) else { return }
+        discovered[connection] = request.tag
+        await discovery.peerConnected(request.tag)
+        // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
+        let address = PeerAddress(host: request.host, port: request.port)
+        if named[address]?.expires != nil || named[address] == nil {
+            named[address] = Redial(
+                connection: connection, nextAttempt: clock.now, backoff: Self.redialBackoffMin,
+                expires: clock.now + Self.discoveredRedialWindow)
+        }
+    }
+
+    private func report(_ line: String) {
+        continuation.yield(.notice(line))
     }
 
     // MARK: - Driving the core
@@ -123,6 +175,9 @@ public actor Node {
         case .received(let connection, let bytes):
             perform(core.handle(.bytesReceived(LinkID(connection.raw), bytes), now: now))
         case .closed(let connection):
+            if let tag = discovered.removeValue(forKey: connection), let discovery {
+                Task { await discovery.peerDisconnected(tag) }
+            }
             for (address, redial) in named where redial.connection == connection {
                 named[address]?.connection = nil
                 named[address]?.nextAttempt = clock.now + redial.backoff
@@ -135,6 +190,9 @@ public actor Node {
 
     private func tick() async {
         perform(core.handle(.tick, now: now))
+        for (address, redial) in named where redial.connection == nil {
+            if let expires = redial.expires, clock.now >= expires { named[address] = nil }
+        }
         let due = named.filter { $0.value.connection == nil && clock.now >= $0.value.nextAttempt }.keys
         for address in due.sorted(by: { $0.description < $1.description }) {
             guard var redial = named[address] else { continue }
@@ -145,7 +203,10 @@ public actor Node {
             let connection = await transport.dial(host: address.host, port: address.port)
             guard var after = named[address] else { continue }
             after.connection = connection
-            if connection != nil { after.backoff = Self.redialBackoffMin }
+            if connection != nil {
+                after.backoff = Self.redialBackoffMin
+                if after.expires != nil { after.expires = clock.now + Self.discoveredRedialWindow }
+            }
             named[address] = after
         }
     }

@@ -44,6 +44,8 @@ public enum NodeEvent: Equatable, Sendable {
     case applied([RecordID])
     /// A conversation's derived state changed (new or retracted lines).
     case conversationChanged(ConversationID, TimelineChanges)
+    /// Something a person may want to know about the node itself (discovery, ports), one line.
+    case notice(String)
 }
 
 /// Bounds and timings of a node, each with its reason.

@@ -24,7 +24,8 @@ actor LineShell {
             case .caughtUp(let peer): caughtUp.insert(peer)
             case .peerDown(let peer, _): caughtUp.remove(peer)
             case .conversationChanged(let conversation, let changes): await show(conversation, changes)
-            case .linkFailed(_, let reason): say("link failed: \(reason)")
+            case .linkFailed(_, let reason): complain("link failed: \(reason)", prefix: "notice")
+            case .notice(let line): complain(line, prefix: "notice")
             default: break
             }
         }
@@ -62,8 +63,8 @@ actor LineShell {
         fflush(nil)
     }
 
-    private nonisolated func complain(_ line: String) {
-        FileHandle.standardError.write(Data("error: \(line)\n".utf8))
+    private nonisolated func complain(_ line: String, prefix: String = "error") {
+        FileHandle.standardError.write(Data("\(prefix): \(line)\n".utf8))
     }
 
     // MARK: - Commands

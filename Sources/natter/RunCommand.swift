@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NatterCrypto
 import NatterModel
+import NatterNetwork
 import NatterNode
 import NatterStore
 
@@ -31,8 +32,11 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "Run without the line interface: a relay for a spare machine (stop it with SIGINT or SIGTERM).")
     var headless = false
 
-    @Flag(help: "Do not send or listen for discovery beacons (discovery is not built yet; accepted for scripts).")
+    @Flag(help: "Do not send or listen for discovery beacons (then only --peer and /connect make links).")
     var noDiscovery = false
+
+    @Option(help: "The UDP port for discovery beacons (every node of a LAN must use the same).")
+    var discoveryPort: Int = 7719
 
     func validate() throws {
         guard PeerAddress(listen) != nil || listen.hasSuffix(":0") else {
@@ -59,7 +63,8 @@ struct RunCommand: AsyncParsableCommand {
             try store.rememberPeers(peers.compactMap(PeerAddress.init).map(\.description), atMillis: nowMillis())
             let remembered = try store.namedPeers().compactMap(PeerAddress.init)
             node = try await Node(
-                store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered)
+                store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered,
+                discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort))
             try await node.conversations.refreshChanged()
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port

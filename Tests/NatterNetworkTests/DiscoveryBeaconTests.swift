@@ -1,6 +1,6 @@
 // Goal: show that a beacon is exactly the documented 63 bytes, opens only under its own network's beacon key, and
 // carries nothing but version, tag and port. Method: round trips with seeded tags and nonces, a vector computed
-// independently with Python (hashlib BLAKE2b + PyNaCl, script in BEACONS.md), every one of the 504 single-bit flips,
+// independently with Python (hashlib BLAKE2b + PyNaCl, script in docs/protocol.md §4), every one of the 504 single-bit flips,
 // another network's key, every wrong size, and opening the sealed part by hand with the documented layout.
 import NatterCrypto
 import NatterModel
@@ -13,7 +13,7 @@ struct DiscoveryBeaconTests {
     static let networkKey = NetworkKey(key: try! SymmetricKey(bytes: Array(0..<32)))
     static let nonce = try! AEADNonce(bytes: Array(0x40..<0x58))
     static let tag = NodeTag(bytes: Array(0x80..<0x90))
-    /// From the Python script in BEACONS.md: network key 00…1f, nonce 40…57, tag 80…8f, port 7720.
+    /// From the Python script in docs/protocol.md §4: network key 00…1f, nonce 40…57, tag 80…8f, port 7720.
     static let vector =
         "6e61747201404142434445464748494a4b4c4d4e4f505152535455565759b26c6f81d80fe7bfeb4d71307b01ae8ed6664c84f110f98"
         + "2c6a47030dc7ab9b816"

@@ -33,7 +33,7 @@ public struct NodeTag: Hashable, Sendable, CustomStringConvertible {
 
 /// One discovery beacon: "a node of this network listens for links on TCP port `port`", in a fixed 63-byte datagram.
 ///
-/// Layout (byte by byte in BEACONS.md, to be docs/protocol.md §4):
+/// Layout (byte by byte in docs/protocol.md §4, to be docs/protocol.md §4):
 ///
 /// ```
 ///  0       4   5                        29                                 47               63
