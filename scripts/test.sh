@@ -17,7 +17,7 @@ swift build --build-tests
 
 # Real processes in network namespaces, with packet loss and a partition (needs root; CI runs as root).
 if [ "$(id -u)" -eq 0 ]; then
-    scripts/netns-cluster.sh --nodes 4 --loss 10 --partition 6 --messages 3
+    scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger
 else
     echo "skipping the network-namespace cluster test: it needs root"
 fi
