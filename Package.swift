@@ -46,11 +46,17 @@ let package = Package(
             dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
+        // The convergence lab: many node cores in one process over a simulated network with faults, checkers, metrics.
+        .target(
+            name: "NatterLab",
+            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
             dependencies: [
-                "NatterStore", "NatterModel", "NatterCrypto",
+                "NatterStore", "NatterModel", "NatterCrypto", "NatterLab",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -67,6 +73,11 @@ let package = Package(
         .testTarget(
             name: "NatterNodeTests",
             dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterLabTests",
+            dependencies: ["NatterLab", "NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "natter"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
