@@ -149,9 +149,11 @@ extension Simulation {
             latency: LabReport.Quantiles(latencies), undelivered: undelivered,
             busiestNode: nodes[busiest].name,
             busiestShare: framesMeasured > 0 ? Double(measured[busiest]) / Double(framesMeasured) : 0,
+            overlayAtStart: overlayAtStart, overlayAtEnd: overlayAtEnd ?? overlayShape(),
             liveNodes: live.count, deadNodes: nodes.filter { $0.phase == .dead }.count, stranded: stranded,
             maxDegree: maxDegreeSeen, maxCausalBuffer: maxCausalBufferSeen, spotChecks: spotChecks,
             dialsRefusedAtCap: dialsRefusedAtCap, resetsInjected: resetsInjected,
+            rotations: rotations,
             logDigest: digest, recordsHeld: held, spreads: spreads, partitionSpans: partitionSpans,
             crashTimes: crashTimes,
             nodes: nodes.count)

@@ -81,6 +81,10 @@ public struct LabReport: Sendable, Equatable {
     public let busiestNode: String
     public let busiestShare: Double
 
+    /// The overlay when the workload started and at the end of the run.
+    public let overlayAtStart: OverlayShape?
+    public let overlayAtEnd: OverlayShape?
+
     // MARK: Nodes and bounds
     public let liveNodes: Int
     public let deadNodes: Int
@@ -91,6 +95,8 @@ public struct LabReport: Sendable, Equatable {
     public let spotChecks: Int
     public let dialsRefusedAtCap: Int
     public let resetsInjected: Int
+    /// Links the overlay dropped to keep the graph mixing.
+    public let rotations: Int
 
     /// The first live node's log digest (hex) and the records it holds: equal on every run of the same
     /// configuration, since every random byte of the run comes from the seed.

@@ -58,6 +58,8 @@ final class Connection {
     var opened = [false, false]
     /// Direction `side` carries what `nodes[side]` sends.
     var directions = [Direction(), Direction()]
+    /// The acceptor refused it because it was at its degree cap.
+    var refusedAtCap = false
 
     init(id: UInt64, dialler: Int, acceptor: Int, at time: Duration) {
         self.id = id

@@ -16,7 +16,8 @@ extension LabReport {
             lines += faultTrace.map { "  \($0)" }
         }
         lines.append(
-            "timeline: workload from \(workloadStart.map(formatSeconds) ?? "-"), heal at \(healAt.map(formatSeconds) ?? "-"), "
+            "timeline: workload from \(workloadStart.map(formatSeconds) ?? "-"), "
+                + "heal at \(healAt.map(formatSeconds) ?? "-"), "
                 + "end at \(formatSeconds(endedAt)) (\(events) events)")
         lines.append(
             "nodes: \(liveNodes) live, \(deadNodes) crashed for good; stranded records \(stranded)")
@@ -32,7 +33,8 @@ extension LabReport {
             lines += failures.map { "  \($0)" }
         }
         lines.append(
-            "  checked: log digests equal on live nodes, conversation digests equal among members, no acknowledged record lost, "
+            "  checked: log digests equal on live nodes, conversation digests equal among members, "
+                + "no acknowledged record lost, "
                 + "causal buffers within bounds (max \(maxCausalBuffer)), links per node ≤ \(c.degreeMax) (max "
                 + "\(maxDegree)), \(spotChecks) applied records spot-checked")
         lines.append("convergence after heal: \(convergence.map(formatSeconds) ?? "not reached")")
@@ -52,14 +54,19 @@ extension LabReport {
         if let latency {
             lines.append(
                 "delivery latency: p50 \(formatMillis(latency.p50)) p95 \(formatMillis(latency.p95)) "
-                    + "p99 \(formatMillis(latency.p99)) max \(formatMillis(latency.max)) over \(latency.count) deliveries"
+                    + "p99 \(formatMillis(latency.p99)) max \(formatMillis(latency.max)) "
+                    + "over \(latency.count) deliveries"
                     + (undelivered > 0 ? ", \(undelivered) undelivered" : ""))
         } else {
             lines.append("delivery latency: no deliveries")
         }
         lines.append(String(format: "busiest node: %@ sent %.1f%% of frames", busiestNode, busiestShare * 100))
+        lines.append("overlay at the workload's start: \(overlayAtStart.map(String.init(describing:)) ?? "-")")
+        lines.append("overlay at the end: \(overlayAtEnd.map(String.init(describing:)) ?? "-")")
         lines.append("final log digest: \(logDigest) (\(recordsHeld) records held)")
-        lines.append("dials refused at the cap: \(dialsRefusedAtCap); resets injected: \(resetsInjected)")
+        lines.append(
+            "dials refused at the cap: \(dialsRefusedAtCap); links rotated: \(rotations); resets injected: "
+                + "\(resetsInjected)")
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -94,8 +101,11 @@ extension LabReport {
             "busiest_node": .string(busiestNode), "busiest_share": .number(busiestShare),
             "live_nodes": .int(liveNodes), "dead_nodes": .int(deadNodes), "stranded": .int(stranded),
             "max_degree": .int(maxDegree), "max_causal_buffer": .int(maxCausalBuffer), "spot_checks": .int(spotChecks),
+            "overlay_start": overlayAtStart.map(JSON.init) ?? .null,
+            "overlay_end": overlayAtEnd.map(JSON.init) ?? .null,
             "log_digest": .string(logDigest), "records_held": .int(recordsHeld),
             "dials_refused_at_cap": .int(dialsRefusedAtCap), "resets_injected": .int(resetsInjected),
+            "links_rotated": .int(rotations),
         ]
         if let latency {
             object["latency_ms"] = .object([
@@ -106,6 +116,16 @@ extension LabReport {
             object["latency_ms"] = .null
         }
         return JSON.object(object).rendered + "\n"
+    }
+}
+
+extension JSON {
+    init(_ shape: OverlayShape) {
+        self = .object([
+            "nodes": .int(shape.nodes), "degree_min": .int(shape.degreeMin), "degree_mean": .number(shape.degreeMean),
+            "degree_max": .int(shape.degreeMax), "diameter": shape.diameter.map(JSON.int) ?? .null,
+            "mean_distance": .number(shape.meanDistance), "components": .int(shape.components),
+        ])
     }
 }
 

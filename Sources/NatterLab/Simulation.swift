@@ -91,9 +91,12 @@ final class Simulation {
     var newAtStart = 0
     var dialsRefusedAtCap = 0
     var resetsInjected = 0
+    var rotations = 0
     var maxDegreeSeen = 0
     var maxCausalBufferSeen = 0
     var spotChecks = 0
+    var overlayAtStart: OverlayShape?
+    var overlayAtEnd: OverlayShape?
 
     init(_ configuration: LabConfiguration) throws {
         precondition(configuration.problem == nil, configuration.problem ?? "")
@@ -361,7 +364,8 @@ final class Simulation {
             }
             for dependency in record.header.dependencies where applied(dependency.author) < dependency.sequence {
                 fail(
-                    "\(nodes[index].name) applied \(id) before its dependency \(dependency.author)#\(dependency.sequence)"
+                    "\(nodes[index].name) applied \(id) before its dependency "
+                        + "\(dependency.author)#\(dependency.sequence)"
                 )
             }
         } catch {

@@ -44,11 +44,25 @@ extension Simulation {
         }
     }
 
-    /// Every `exploreInterval` on average, a node below the cap dials one more random node.
+    /// Every `exploreInterval` on average, a node below the cap dials one more random node; a node at the cap
+    /// drops a random link one time in `rotationOdds`, so the graph keeps mixing and no group of full nodes stays
+    /// cut off from the rest for good.
     func explore(_ index: Int) {
-        if nodes[index].ends.count < configuration.degreeMax {
+        let node = nodes[index]
+        if node.ends.count < configuration.degreeMax {
             let candidates = dialCandidates(index)
             if !candidates.isEmpty { dial(index, candidates[Int.random(in: 0..<candidates.count, using: &rng)]) }
+        } else if Int.random(in: 0..<LabLimits.rotationOdds, using: &rng) == 0 {
+            let open = node.ends.keys.sorted().filter { link in
+                connections[node.ends[link]!].map { $0.ends == [.open, .open] } ?? false
+            }
+            if !open.isEmpty {
+                let link = open[Int.random(in: 0..<open.count, using: &rng)]
+                let connection = connections[node.ends[link]!]!
+                let side = Connection.side(of: link)
+                rotations += 1
+                endConnection(connection, notify: [side: .zero, 1 - side: oneWay()])
+            }
         }
         scheduleExplore(index)
     }
@@ -97,7 +111,10 @@ extension Simulation {
         }
         let node = nodes[acceptor]
         guard node.isUp, node.ends.count < configuration.degreeMax else {
-            if node.isUp { dialsRefusedAtCap += 1 }
+            if node.isUp {
+                dialsRefusedAtCap += 1
+                connection.refusedAtCap = true
+            }
             push(.dialFailed(id), at: now + oneWay())
             return
         }
@@ -123,7 +140,12 @@ extension Simulation {
         let index = connection.nodes[0]
         nodes[index].ends[connection.link(0)] = nil
         if connection.isFinished { connections[id] = nil }
-        lostLink(index)
+        if connection.refusedAtCap {
+            // A full node is no failure of the network: try another one soon, without growing the backoff.
+            if nodes[index].isUp { scheduleDialCheck(index, after: backoff(1)) }
+        } else {
+            lostLink(index)
+        }
     }
 
     /// A node lost a link or a dial: count the failure and dial again after the backoff.

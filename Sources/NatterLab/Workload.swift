@@ -15,6 +15,7 @@ extension Simulation {
         phase = .workload
         workloadStart = now
         faultsActive = true
+        overlayAtStart = overlayShape()
         framesByNodeAtStart = nodes.map(\.framesSent)
         deliveredAtStart = nodes.map(\.recordsDelivered).reduce(0, +)
         newAtStart = nodes.map(\.recordsNew).reduce(0, +)
@@ -197,7 +198,8 @@ extension Simulation {
         partitionSpans.append(LabWindow(start: now, length: window.length))
         let names = nodes.indices.filter { side[$0] == 1 }.map { nodes[$0].name }
         faultTrace.append(
-            "\(formatSeconds(now)) partition for \(formatDuration(window.length)): {\(names.joined(separator: " "))} apart"
+            "\(formatSeconds(now)) partition for \(formatDuration(window.length)): "
+                + "{\(names.joined(separator: " "))} apart"
         )
         for id in connections.keys.sorted() {
             guard let connection = connections[id], partitioned(connection.nodes[0], connection.nodes[1]) else {
@@ -259,6 +261,7 @@ extension Simulation {
 
     func converged() {
         convergedAt = now
+        overlayAtEnd = overlayShape()
         phase = .done
     }
 
