@@ -10,6 +10,9 @@ import NatterStore
 extension Simulation {
     func finalChecks() -> [String] {
         var found = [String]()
+        if let firstBlame {
+            found.append("links failed for something other than a timeout: \(honestPeersBlamed) (first: \(firstBlame))")
+        }
         let live = nodes.filter(\.isUp)
         // Equal log digests on every live node.
         var digests = [(node: SimNode, digest: [UInt8])]()
@@ -86,6 +89,8 @@ extension Simulation {
         var undelivered = 0
         for position in operationPositions {
             let entry = ledger[position]
+            // A stranded operation (its only holders crashed for good) cannot arrive anywhere.
+            if healAt != nil, !entry.mustReach { continue }
             for node in live where node.index != entry.author {
                 guard let started = node.startedAt, started <= entry.publishedAt else { continue }
                 if let applied = entry.appliedAt[node.index] {

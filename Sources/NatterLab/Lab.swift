@@ -79,6 +79,13 @@ public final class LabSimulation {
         }
     }
 
+    /// A network that corrupts one chunk inside a stream, which the lab never does on its own: one byte of the
+    /// n-th chunk sent after the workload starts is flipped. Call before `run()`.
+    public func corruptChunk(_ n: Int) {
+        precondition(n >= 1, "chunks count from 1")
+        simulation.corruptChunk = n
+    }
+
     /// Disk corruption, or a second writer: a well-formed record by an identity from outside the run lands in
     /// node `index`'s store behind the core's back.
     public func plantForeignRecord(on index: Int) throws {

@@ -92,6 +92,11 @@ final class Simulation {
     var dialsRefusedAtCap = 0
     var resetsInjected = 0
     var rotations = 0
+    /// A planted fault for the checkers' tests: flip one byte of the n-th chunk sent after the workload starts.
+    var corruptChunk: Int?
+    var chunksSinceWorkload = 0
+    var honestPeersBlamed = 0
+    var firstBlame: String?
     var maxDegreeSeen = 0
     var maxCausalBufferSeen = 0
     var spotChecks = 0
@@ -331,7 +336,14 @@ final class Simulation {
             nodes[index].failures = 0
         case .applied(let ids):
             for id in ids { noteApplied(id, by: index) }
-        case .peerDown, .linkFailed, .caughtUp, .syncProgress, .conversationChanged:
+        case .linkFailed(let link, let reason):
+            // Timeouts are the network's doing; anything else means a core judged an honest peer faulty (a stream
+            // the lab corrupted, or a core bug).
+            if reason != "handshake timed out", !reason.hasPrefix("sync: nothing heard") {
+                honestPeersBlamed += 1
+                firstBlame = firstBlame ?? "\(formatSeconds(now)) \(nodes[index].name) \(link): \(reason)"
+            }
+        case .peerDown, .caughtUp, .syncProgress, .conversationChanged:
             break
         }
     }

@@ -174,6 +174,13 @@ extension Simulation {
             endConnection(connection, notify: [side: .zero, 1 - side: oneWay()])
             return
         }
+        var bytes = bytes
+        if phase != .setup, let target = corruptChunk {
+            chunksSinceWorkload += 1
+            if chunksSinceWorkload == target, !bytes.isEmpty {
+                bytes[bytes.count / 2] ^= 0x01  // a planted fault (CheckerTests): the lab never does this itself
+            }
+        }
         enqueue(connection, side: side, .data(bytes))
     }
 

@@ -148,7 +148,7 @@ extension Simulation {
         guard phase == .workload else { return }
         push(.membershipProbe, at: now + .milliseconds(100))
         guard let group, let core = nodes[0].core else { return }
-        for index in nodes.indices where nodes[index].phase != .waiting && membership[index] == nil {
+        for index in nodes.indices where nodes[index].isUp && membership[index] == nil {
             if let due = readmitAt[index], due > now { continue }
             guard (try? core.conversations.profile(of: nodes[index].author)) != nil else { continue }
             do {

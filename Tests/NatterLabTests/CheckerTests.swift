@@ -53,3 +53,18 @@ struct CheckerTests {
         #expect(report.operationCount == 0 && report.maxDegree == 1)
     }
 }
+
+@Suite("Checkers: streams")
+struct StreamCheckerTests {
+    @Test("a chunk corrupted inside a stream gets an honest peer blamed, and the run fails")
+    func corruptedChunk() throws {
+        let simulation = try LabSimulation(smallConfiguration(seed: 25))
+        simulation.corruptChunk(10)
+        simulation.run()
+        let report = simulation.report()
+        #expect(report.failures.first?.hasPrefix("links failed for something other than a timeout: 1 (") == true)
+        #expect(report.failures.first?.contains("channel:") == true)
+        // The link closes, the nodes redial, and everything still converges.
+        #expect(report.failures.count == 1)
+    }
+}
