@@ -58,11 +58,17 @@ let package = Package(
             dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork"],
             swiftSettings: strictSettings
         ),
+        // The convergence lab: many node cores in one process over a simulated network with faults, checkers, metrics.
+        .target(
+            name: "NatterLab",
+            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
             dependencies: [
-                "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork",
+                "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork", "NatterLab",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -84,6 +90,11 @@ let package = Package(
         .testTarget(
             name: "NatterNetworkTests",
             dependencies: ["NatterNetwork", "NatterModel", "NatterCrypto"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterLabTests",
+            dependencies: ["NatterLab", "NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "natter"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),

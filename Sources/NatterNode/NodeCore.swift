@@ -121,6 +121,12 @@ public final class NodeCore {
     /// Records currently held in the causal buffer (bounded by `configuration.causalBufferRecordsMax`).
     public var causalBufferCount: Int { bufferedCount }
 
+    /// Records the sessions delivered to this core since it started, and those among them that were new to the
+    /// store (stored at once or later from the causal buffer): the difference is redundant copies (the lab's
+    /// gossip-efficiency figures).
+    public private(set) var recordsDelivered = 0
+    public private(set) var recordsNew = 0
+
     // MARK: - Inputs
 
     public func handle(_ input: NodeInput, now: Duration) -> [NodeAction] {
@@ -300,7 +306,9 @@ public final class NodeCore {
         }
         var stored = [StoredRecord]()
         var out = [NodeAction]()
+        recordsDelivered += records.count
         for (bytes, outcome) in zip(records, report.outcomes) {
+            if case .stored = outcome { recordsNew += 1 }
             switch outcome {
             case .stored, .forkEvidence:
                 if let record = try? Record.decode(bytes) {
@@ -318,9 +326,12 @@ public final class NodeCore {
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
         }
-        stored += drainCausalBuffer()
+        let drained = drainCausalBuffer()
+        recordsNew += drained.stored.count
+        stored += drained.stored
         out += storedLocally(stored, except: nil, now: now)
-        if !report.applied.isEmpty { out.append(.event(.applied(report.applied))) }
+        let applied = report.applied + drained.applied
+        if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += refreshConversations()
         return out
     }
@@ -333,9 +344,10 @@ public final class NodeCore {
         bufferedCount += 1
     }
 
-    /// Ingests buffered records whose predecessors have arrived; returns what was stored.
-    private func drainCausalBuffer() -> [StoredRecord] {
+    /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
+    private func drainCausalBuffer() -> (stored: [StoredRecord], applied: [RecordID]) {
         var stored = [StoredRecord]()
+        var applied = [RecordID]()
         var progress = true
         while progress && bufferedCount > 0 {
             progress = false
@@ -355,12 +367,13 @@ public final class NodeCore {
                     let record = try? Record.decode(bytes)
                 {
                     stored.append(StoredRecord(record))
+                    applied += report.applied
                     progress = true
                 }
             }
             causalBuffer = causalBuffer.filter { !$0.value.isEmpty }
         }
-        return stored
+        return (stored, applied)
     }
 
     /// Tells every session (but `except`) what the node stored, so they push it to their peers.

@@ -10,7 +10,7 @@ struct Natter: AsyncParsableCommand {
         discussion: "Without a subcommand, natter starts the node on the default data directory (see `natter run`).",
         subcommands: [
             RunCommand.self, InitCommand.self, IdCommand.self, DigestCommand.self, BenchCommand.self,
-            DebugCommand.self,
+            DebugCommand.self, LabCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -1,0 +1,237 @@
+import Foundation
+
+/// Every bound and default of the lab, each with its reason.
+public enum LabLimits {
+    /// Links a node keeps at most (DESIGN §5's degree cap): 4. No node becomes a hub whose crash cuts the rest
+    /// apart, and a random graph where every node has three or four links is connected with overwhelming
+    /// probability.
+    public static let degreeMax = 4
+
+    /// Links a node dials towards: 3, one below the cap, so every node keeps room to accept a newcomer (a late
+    /// joiner, a node that lost its links, the other side of a healed partition).
+    public static let degreeTarget = 3
+
+    /// First redial delay after a failed dial or a lost link: 100 ms. A LAN round trip is far shorter; the delay
+    /// spreads the redials of nodes that lost their links at the same moment.
+    public static let redialBackoffMin: Duration = .milliseconds(100)
+
+    /// Longest redial delay: 1.5 s (DESIGN §5: on a LAN, capped near a second or two, so a heal is noticed fast).
+    public static let redialBackoffMax: Duration = .milliseconds(1_500)
+
+    /// A dial across a partition fails after 1 s: the SYN gets no answer. (Real TCP waits much longer; natter's
+    /// dialler will give up early on a LAN, and the lab assumes it does.)
+    public static let connectTimeout: Duration = .seconds(1)
+
+    /// Mean interval at which a node below the cap dials one more random peer: 5 s. It fills the slot between the
+    /// target and the cap slowly, so the graph keeps mixing without constant churn.
+    public static let exploreInterval: Duration = .seconds(5)
+
+    /// A node at the cap drops a random link at one exploration in 3 (every 15 s on average). Without it, a group
+    /// of nodes whose links all point at each other, all at the cap, would stay cut off from the rest for good
+    /// (the lab's overlay has no other way to notice); with it, such a group is rewired within seconds.
+    public static let rotationOdds = 3
+
+    /// How often the lab checks, during setup, whether the group's creator holds every profile: every 50 ms.
+    public static let setupProbeInterval: Duration = .milliseconds(50)
+
+    /// Longest setup (profiles reach the creator, the group reaches every node): 60 s simulated. On a healthy
+    /// network it takes well under a second; beyond this the run fails with what was missing.
+    public static let setupMax: Duration = .seconds(60)
+
+    /// Longest the lab waits after the heal for convergence: 90 s simulated, three anti-entropy rounds (30 s
+    /// each), so whatever live push missed gets two full rounds of repair.
+    public static let settleMax: Duration = .seconds(90)
+
+    /// Nodes per run: 2 to 200. The group holds every node (at most `groupMembersMax` = 256), and 200 in-memory
+    /// stores fit easily in memory.
+    public static let nodesRange = 2...200
+
+    /// Workload operations per run: 1,000,000. The ledger keeps one latency slot per operation and node.
+    public static let operationsMax = 1_000_000
+
+    /// Events one run may process: 500 million, so a livelock ends as a failure instead of hanging the machine.
+    public static let eventsMax = 500_000_000
+
+    /// Every this many applied records per node, the lab checks that the record's dependencies are applied in that
+    /// node's store (a spot check of the store's guarantee; checking every record would double the run time).
+    public static let spotCheckEvery = 16
+
+    /// Latest messages a reaction may target: 32 (recent chat, as people react).
+    public static let reactionCandidates = 32
+
+    /// Operations drawn in the dissemination picture at most: 200 (beyond that the lines are a solid block).
+    public static let pictureOperationsMax = 200
+}
+
+/// A window of simulated time, counted from the start of the workload.
+public struct LabWindow: Sendable, Equatable, CustomStringConvertible {
+    public var start: Duration
+    public var length: Duration
+
+    public init(start: Duration, length: Duration) {
+        self.start = start
+        self.length = length
+    }
+
+    /// Parses `START:LENGTH`, e.g. `10s:3s`.
+    public init?(parsing text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let start = parseDuration(String(parts[0])),
+            let length = parseDuration(String(parts[1])), length > .zero
+        else { return nil }
+        self.init(start: start, length: length)
+    }
+
+    public var description: String { "\(formatDuration(start)):\(formatDuration(length))" }
+}
+
+/// What one lab run simulates: the network, the workload and the faults. Every field replays from `seed`.
+public struct LabConfiguration: Sendable, Equatable {
+    public var nodes = 25
+    /// One-way delay of every link.
+    public var latency: Duration = .milliseconds(100)
+    /// Extra one-way delay, uniform in 0...jitter per chunk (per-direction order is kept).
+    public var jitter: Duration = .zero
+    /// Workload operations per simulated second, over all nodes.
+    public var rate: Double = 100
+    /// Length of the workload; every fault heals at its end.
+    public var duration: Duration = .seconds(20)
+    public var seed: UInt64 = 1
+
+    // MARK: Faults (during the workload)
+
+    /// Partitions: the nodes split in two random halves for each window.
+    public var partitions: [LabWindow] = []
+    /// Nodes that crash at a random moment of the workload and stay down.
+    public var crashes = 0
+    /// Nodes that crash at a random moment and restart after 0.5–3 s on the same store.
+    public var crashRestarts = 0
+    /// Probability that a chunk sent during the workload resets its link instead of arriving (loss, as TCP sees it).
+    public var resetRate = 0.0
+    /// Random stalls: a link holds its deliveries for 0.5–4 s.
+    public var stalls = 0
+    /// Probability that a dial is duplicated: a second connection to the same peer, or the peer dialling back.
+    public var duplicateDials = 0.0
+    /// Nodes that start during the first half of the workload; the creator adds them to the group.
+    public var lateJoiners = 0
+    /// Group churn: the creator removes a random member every few seconds and adds it back a little later.
+    public var churn = false
+    /// Draw the faults above from the seed instead (what `natter lab sweep` runs).
+    public var randomFaults = false
+
+    // MARK: Overlay and workload
+
+    public var degreeMax = LabLimits.degreeMax
+    public var degreeTarget = LabLimits.degreeTarget
+    /// Shares of the workload that are reactions and read receipts; the rest are messages.
+    public var reactionShare = 0.1
+    public var receiptShare = 0.1
+
+    public init() {}
+
+    /// Why this configuration cannot run, in words a person can act on; nil when it can.
+    public var problem: String? {
+        if !LabLimits.nodesRange.contains(nodes) {
+            return "--nodes must be within \(LabLimits.nodesRange.lowerBound)...\(LabLimits.nodesRange.upperBound)"
+        }
+        if lateJoiners >= nodes - 1 { return "--late must leave at least two nodes at the start" }
+        if crashes + crashRestarts >= nodes { return "--crash and --crash-restart must leave a node up" }
+        if latency < .zero || jitter < .zero { return "latency and jitter must not be negative" }
+        if latency + jitter == .zero { return "latency plus jitter must be positive (time must pass on a link)" }
+        if !(rate > 0 && rate.isFinite) { return "--rate must be positive" }
+        if duration <= .zero { return "--duration must be positive" }
+        let operations = rate * seconds(duration)
+        if operations > Double(LabLimits.operationsMax) {
+            return "rate × duration must stay within \(LabLimits.operationsMax) operations"
+        }
+        if !(0...1).contains(resetRate) || !(0...1).contains(duplicateDials) {
+            return "rates must be within 0...1"
+        }
+        if !(1...degreeMax).contains(degreeTarget) || degreeMax < 1 {
+            return "the degree target must be within 1...degree cap"
+        }
+        if reactionShare < 0 || receiptShare < 0 || reactionShare + receiptShare > 1 {
+            return "reaction and receipt shares must be within 0...1 together"
+        }
+        for window in partitions where window.start + window.length > duration {
+            return "partition \(window) must heal within the workload (--duration \(formatDuration(duration)))"
+        }
+        let ordered = partitions.sorted { $0.start < $1.start }
+        for (first, second) in zip(ordered, ordered.dropFirst()) where first.start + first.length > second.start {
+            return "partitions \(first) and \(second) overlap"
+        }
+        return nil
+    }
+
+    /// The `natter lab run` command line that replays this configuration.
+    public var commandLine: String {
+        var words = [
+            "natter lab run", "--seed \(seed)", "--nodes \(nodes)", "--latency \(formatDuration(latency))",
+            "--jitter \(formatDuration(jitter))", "--rate \(formatNumber(rate))",
+            "--duration \(formatDuration(duration))",
+        ]
+        for window in partitions { words.append("--partition \(window)") }
+        if crashes > 0 { words.append("--crash \(crashes)") }
+        if crashRestarts > 0 { words.append("--crash-restart \(crashRestarts)") }
+        if resetRate > 0 { words.append("--reset-rate \(formatNumber(resetRate))") }
+        if stalls > 0 { words.append("--stalls \(stalls)") }
+        if duplicateDials > 0 { words.append("--duplicate-dials \(formatNumber(duplicateDials))") }
+        if lateJoiners > 0 { words.append("--late \(lateJoiners)") }
+        if churn { words.append("--churn") }
+        if randomFaults { words.append("--random-faults") }
+        if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }
+        if degreeTarget != LabLimits.degreeTarget { words.append("--degree-target \(degreeTarget)") }
+        return words.joined(separator: " ")
+    }
+}
+
+// MARK: - Units
+
+/// Parses `250ms`, `20s`, `1.5s`, `2m`, or a bare number of seconds.
+public func parseDuration(_ text: String) -> Duration? {
+    let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("s", 1), ("m", 60)]
+    for (suffix, scale) in units where text.hasSuffix(suffix) {
+        guard let value = Double(text.dropLast(suffix.count)), value >= 0, value.isFinite else { return nil }
+        return .nanoseconds(Int64((value * scale * 1e9).rounded()))
+    }
+    guard let value = Double(text), value >= 0, value.isFinite else { return nil }
+    return .nanoseconds(Int64((value * 1e9).rounded()))
+}
+
+/// Parses an operation rate: `100`, `100/s`, `6000/m`.
+public func parseRate(_ text: String) -> Double? {
+    if text.hasSuffix("/s") { return Double(text.dropLast(2)) }
+    if text.hasSuffix("/m") { return Double(text.dropLast(2)).map { $0 / 60 } }
+    return Double(text)
+}
+
+/// `1.5s`, `250ms`, `0ms`: the shortest exact form (to the microsecond), as the options accept it.
+public func formatDuration(_ duration: Duration) -> String {
+    let micros = nanoseconds(duration) / 1_000
+    if micros % 1_000_000 == 0 { return "\(micros / 1_000_000)s" }
+    if micros % 1_000 == 0 { return "\(micros / 1_000)ms" }
+    return "\(micros)us"
+}
+
+/// Milliseconds with one decimal, for reports: `412.3ms`.
+func formatMillis(_ duration: Duration) -> String {
+    String(format: "%.1fms", Double(nanoseconds(duration)) / 1e6)
+}
+
+/// Seconds with three decimals, for reports: `1.234s`.
+func formatSeconds(_ duration: Duration) -> String {
+    String(format: "%.3fs", Double(nanoseconds(duration)) / 1e9)
+}
+
+/// A number without a needless fraction: `100`, `0.25`.
+func formatNumber(_ value: Double) -> String {
+    if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+    return String(format: "%g", value)
+}
+
+func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+}
+
+func seconds(_ duration: Duration) -> Double { Double(nanoseconds(duration)) / 1e9 }

@@ -1,0 +1,61 @@
+import NatterCrypto
+import NatterModel
+import NatterNode
+import NatterStore
+
+/// One simulated node: its durable store (the "disk", which survives crashes) and, while it runs, a real
+/// `NodeCore` over it.
+final class SimNode {
+    enum Phase: Equatable {
+        /// A late joiner that has not started yet.
+        case waiting
+        case up
+        /// Crashed; restarts later on the same store.
+        case crashed
+        /// Crashed for good.
+        case dead
+    }
+
+    let index: Int
+    let name: String
+    let identity: LocalIdentity
+    /// The node's store: committed records are durable across crashes, as on disk with `synchronous=FULL`.
+    let store: RecordStore
+    var core: NodeCore?
+    var phase = Phase.waiting
+    /// Bumped at every crash, so events scheduled for an earlier run of the process are ignored.
+    var incarnation = 0
+    var startedAt: Duration?
+    var everCrashed = false
+
+    // MARK: Transport
+    /// The ends this node holds: dialling, open, or ended by the network but not yet noticed. Never above the cap.
+    var ends: [LinkID: UInt64] = [:]
+    /// Consecutive failed dials or lost links, for the redial backoff.
+    var failures = 0
+    var dialCheckGeneration: UInt64 = 0
+    var dialCheckAt: Duration?
+    var tickAt: Duration?
+    var tickGeneration: UInt64 = 0
+    var ticksAtSameInstant = 0
+
+    // MARK: Metrics
+    var framesSent = 0
+    var bytesSent = 0
+    /// `recordsDelivered` / `recordsNew` of the cores of earlier runs of this node.
+    var deliveredBefore = 0
+    var newBefore = 0
+    var appliedEvents = 0
+
+    init(index: Int, name: String, identity: LocalIdentity, store: RecordStore) {
+        self.index = index
+        self.name = name
+        self.identity = identity
+        self.store = store
+    }
+
+    var author: AuthorID { identity.author }
+    var isUp: Bool { phase == .up }
+    var recordsDelivered: Int { deliveredBefore + (core?.recordsDelivered ?? 0) }
+    var recordsNew: Int { newBefore + (core?.recordsNew ?? 0) }
+}

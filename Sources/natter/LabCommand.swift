@@ -1,0 +1,205 @@
+import ArgumentParser
+import Foundation
+import NatterLab
+
+/// `natter lab`: the convergence lab (docs/lab.md). Many real node cores in one process over a simulated network
+/// with faults; deterministic, so a seed replays a run exactly.
+struct LabCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lab",
+        abstract: "Simulate many nodes over a faulty network and check that they converge.",
+        discussion: "Everything runs on a virtual clock from one seed: the same command prints the same report.",
+        subcommands: [LabRunCommand.self, LabSweepCommand.self])
+}
+
+/// The network and workload options `run` and `sweep` share.
+struct LabOptions: ParsableArguments {
+    @Option(help: "Nodes in the simulation (2–200).")
+    var nodes: Int?
+
+    @Option(help: ArgumentHelp("One-way link latency.", valueName: "DURATION"), transform: durationArgument)
+    var latency: Duration?
+
+    @Option(
+        help: ArgumentHelp("Extra one-way delay per chunk, uniform in 0...jitter.", valueName: "DURATION"),
+        transform: durationArgument)
+    var jitter: Duration?
+
+    @Option(
+        help: ArgumentHelp("Operations per second over all nodes (100 or 100/s).", valueName: "RATE"),
+        transform: rateArgument)
+    var rate: Double?
+
+    @Option(
+        help: ArgumentHelp("Length of the workload; faults heal at its end.", valueName: "DURATION"),
+        transform: durationArgument)
+    var duration: Duration?
+
+    @Option(name: .customLong("late"), help: "Nodes that join during the workload (the creator adds them).")
+    var lateJoiners: Int = 0
+
+    @Flag(help: "Group churn: the creator removes a random member every few seconds and adds it back.")
+    var churn = false
+
+    @Option(help: "Most links per node.")
+    var degreeMax: Int?
+
+    @Option(help: "Links a node dials towards.")
+    var degreeTarget: Int?
+
+    func apply(to configuration: inout LabConfiguration) {
+        if let nodes { configuration.nodes = nodes }
+        if let latency { configuration.latency = latency }
+        if let jitter { configuration.jitter = jitter }
+        if let rate { configuration.rate = rate }
+        if let duration { configuration.duration = duration }
+        configuration.lateJoiners = lateJoiners
+        configuration.churn = churn
+        if let degreeMax { configuration.degreeMax = degreeMax }
+        if let degreeTarget { configuration.degreeTarget = degreeTarget }
+    }
+}
+
+private func durationArgument(_ text: String) throws -> Duration {
+    guard let duration = parseDuration(text) else {
+        throw ValidationError("'\(text)' is not a duration: write 100ms, 2s or 1.5s")
+    }
+    return duration
+}
+
+private func rateArgument(_ text: String) throws -> Double {
+    guard let rate = parseRate(text), rate > 0 else {
+        throw ValidationError("'\(text)' is not a rate: write 100 or 100/s")
+    }
+    return rate
+}
+
+private func windowArgument(_ text: String) throws -> LabWindow {
+    guard let window = LabWindow(parsing: text) else {
+        throw ValidationError("'\(text)' is not a partition: write START:LENGTH, e.g. 10s:3s")
+    }
+    return window
+}
+
+/// `natter lab run`: one simulation, its checks and its metrics.
+struct LabRunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run one simulation and print its report (exit status 1 when a check fails).")
+
+    @OptionGroup var options: LabOptions
+
+    @Option(help: "The seed every decision of the run comes from.")
+    var seed: UInt64 = 1
+
+    @Option(
+        help: ArgumentHelp(
+            "Split the nodes in two random halves from START for LENGTH after the workload starts (repeatable).",
+            valueName: "START:LENGTH"),
+        transform: windowArgument)
+    var partition: [LabWindow] = []
+
+    @Option(help: "Nodes that crash at a random moment of the workload and stay down.")
+    var crash: Int = 0
+
+    @Option(help: "Nodes that crash at a random moment and restart 0.5–3 s later on the same store.")
+    var crashRestart: Int = 0
+
+    @Option(help: "Probability that a chunk sent during the workload resets its link instead of arriving (0–1).")
+    var resetRate: Double = 0
+
+    @Option(help: "Random link stalls (deliveries held 0.5–4 s) during the workload.")
+    var stalls: Int = 0
+
+    @Option(help: "Probability that a dial is duplicated, or answered by a dial back (0–1).")
+    var duplicateDials: Double = 0
+
+    @Flag(help: "Draw the faults from the seed, as `natter lab sweep` does.")
+    var randomFaults = false
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    @Option(help: ArgumentHelp("Write a picture of dissemination over time to FILE.", valueName: "FILE"))
+    var svg: String?
+
+    func run() throws {
+        var configuration = LabConfiguration()
+        options.apply(to: &configuration)
+        configuration.seed = seed
+        configuration.partitions = partition
+        configuration.crashes = crash
+        configuration.crashRestarts = crashRestart
+        configuration.resetRate = resetRate
+        configuration.stalls = stalls
+        configuration.duplicateDials = duplicateDials
+        configuration.randomFaults = randomFaults
+        if let problem = configuration.problem { throw ValidationError(problem) }
+        let report: LabReport
+        do {
+            report = try Lab.run(configuration)
+        } catch {
+            throw fail(error)
+        }
+        print(json ? report.json : report.text, terminator: "")
+        if let svg {
+            do {
+                try Data(report.svg.utf8).write(to: URL(fileURLWithPath: svg))
+            } catch {
+                throw fail(error)
+            }
+        }
+        if !report.passed { throw ExitCode.failure }
+    }
+}
+
+/// `natter lab sweep`: many seeds with random faults; one line per failing seed, then `N passed, N failed`.
+struct LabSweepCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sweep",
+        abstract: "Run many seeds with random faults; print each failing seed's replay command and a summary.",
+        discussion: """
+            Defaults: 8 nodes, 20ms latency with 20ms jitter, 20 ops/s for 4s. Faults per seed: link resets on \
+            0–30 % of chunks, duplicate dials, stalls, up to two partitions, up to two crash-restarts and sometimes \
+            a crash for good. Exit status 1 when a seed fails.
+            """)
+
+    @OptionGroup var options: LabOptions
+
+    @Option(help: "Seeds to run.")
+    var seeds: Int = 100
+
+    @Option(help: "The first seed (the sweep runs first-seed, first-seed + 1, …).")
+    var firstSeed: UInt64 = 1
+
+    @Flag(help: "Print one line per seed, passed or not.")
+    var verbose = false
+
+    func validate() throws {
+        guard seeds >= 1 else { throw ValidationError("--seeds must be at least 1") }
+    }
+
+    func run() throws {
+        var base = LabConfiguration()
+        base.nodes = 8
+        base.latency = .milliseconds(20)
+        base.jitter = .milliseconds(20)
+        base.rate = 20
+        base.duration = .seconds(4)
+        options.apply(to: &base)
+        let sweep = LabSweep(base: base, firstSeed: firstSeed, seeds: seeds)
+        if let problem = sweep.configuration(seed: firstSeed).problem { throw ValidationError(problem) }
+        let result: LabSweepResult
+        do {
+            result = try sweep.run { report in
+                let summary = LabSweepResult.Summary(report)
+                // Written at once (not through print's buffer), so a long sweep shows failures as they come.
+                if !summary.passed || verbose { FileHandle.standardOutput.write(Data((summary.text + "\n").utf8)) }
+            }
+        } catch {
+            throw fail(error)
+        }
+        for line in result.summaryLines { print(line) }
+        if result.failed > 0 { throw ExitCode.failure }
+    }
+}
