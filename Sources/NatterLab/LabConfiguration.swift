@@ -26,10 +26,16 @@ public enum LabLimits {
     /// target and the cap slowly, so the graph keeps mixing without constant churn.
     public static let exploreInterval: Duration = .seconds(5)
 
-    /// A node at the cap drops a random link at one exploration in 3 (every 15 s on average). Without it, a group
-    /// of nodes whose links all point at each other, all at the cap, would stay cut off from the rest for good
-    /// (the lab's overlay has no other way to notice); with it, such a group is rewired within seconds.
-    public static let rotationOdds = 3
+    /// A node at the cap drops a random link at one exploration in 12 (every minute on average). Without it, a
+    /// group of nodes whose links all point at each other, all at the cap, would stay cut off from the rest for
+    /// good (the lab's overlay has no other way to notice). Rare, because a dropped link loses the pushes queued
+    /// on it and the new link costs a handshake and a summary round: each rotation adds latency to the records in
+    /// flight (every 15 s on average raised the 25-node maximum latency from about 1 s to 1.6 s).
+    public static let rotationOdds = 12
+
+    /// Longest the setup waits for every initial node to reach the degree target before the workload starts
+    /// anyway: 10 s. The figures describe a formed overlay, not its first second.
+    public static let overlayFormationMax: Duration = .seconds(10)
 
     /// How often the lab checks, during setup, whether the group's creator holds every profile: every 50 ms.
     public static let setupProbeInterval: Duration = .milliseconds(50)

@@ -411,7 +411,12 @@ final class Simulation {
                 }
             }
         }
-        if let createPosition, initial.allSatisfy({ ledger[createPosition].appliedAt[$0.index] != nil }) {
+        let formed = initial.allSatisfy { node in
+            (node.core?.connectedPeers.count ?? 0) >= min(configuration.degreeTarget, initial.count - 1)
+        }
+        if let createPosition, initial.allSatisfy({ ledger[createPosition].appliedAt[$0.index] != nil }),
+            formed || now >= LabLimits.overlayFormationMax
+        {
             beginWorkload()
         } else {
             push(.setupProbe, at: now + LabLimits.setupProbeInterval)
