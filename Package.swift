@@ -17,6 +17,10 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // The node as a Service: a ServiceGroup runs it and turns SIGINT/SIGTERM into a graceful shutdown.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Logger, which ServiceGroup takes (already a dependency of swift-service-lifecycle).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // libsodium, the only cryptography library natter uses. Only NatterCrypto imports it.
@@ -55,7 +59,10 @@ let package = Package(
         // the actor that drives it over the network with real time.
         .target(
             name: "NatterNode",
-            dependencies: ["NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork"],
+            dependencies: [
+                "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strictSettings
         ),
         // The convergence lab: many node cores in one process over a simulated network with faults, checkers, metrics.
@@ -64,27 +71,51 @@ let package = Package(
             dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
             swiftSettings: strictSettings
         ),
+        // libedit (Debian libedit-dev), through its native el_* interface. Only NatterTerminal imports it.
+        .systemLibrary(
+            name: "CEditLine",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
+        ),
+        // The interactive terminal: a libedit line editor on its own thread (print above the prompt, history,
+        // completion, typing reports) and the terminal facts (interactive?, colours?, width).
+        .target(name: "NatterTerminal", dependencies: ["CEditLine"], swiftSettings: strictSettings),
+        // A tiny program around LineEditor that the pseudo-terminal test drives through tmux.
+        .executableTarget(
+            name: "natter-terminal-demo",
+            dependencies: ["NatterTerminal"],
+            path: "Sources/natter-terminal-demo",
+            swiftSettings: strictSettings
+        ),
         // The executable: command-line parsing and nothing else of substance.
         .executableTarget(
             name: "natter",
             dependencies: [
                 "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork", "NatterLab",
+                "NatterTerminal", "NatterSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
-        // The record decoder's libFuzzer target (scripts/fuzz.sh); built without -DFUZZING it replays a corpus.
+        // The decoders' libFuzzer target (records, content operations, file frames; scripts/fuzz.sh); built without
+        // -DFUZZING it replays a corpus.
         .executableTarget(
             name: "natter-fuzz",
-            dependencies: ["NatterModel", "NatterCrypto"],
+            dependencies: ["NatterModel", "NatterCrypto", "NatterSync"],
             path: "Sources/natter-fuzz",
             swiftSettings: strictSettings
         ),
+        // Test support shared by test targets: a tmux-driven pseudo-terminal, bounded waits, child processes.
+        .target(name: "NatterTestSupport", path: "Tests/Support/NatterTestSupport", swiftSettings: strictSettings),
         // Test support: a SQLite VFS that drops every write not yet fsynced when a power cut is simulated.
         .target(name: "CPowerCutVFS", linkerSettings: [.linkedLibrary("sqlite3")]),
         .testTarget(
             name: "NatterNodeTests",
-            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter"],
+            dependencies: [
+                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter", "NatterTestSupport",
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -94,7 +125,14 @@ let package = Package(
         ),
         .testTarget(
             name: "NatterLabTests",
-            dependencies: ["NatterLab", "NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "natter"],
+            dependencies: [
+                "NatterLab", "NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "natter", "NatterTestSupport",
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NatterTerminalTests",
+            dependencies: ["NatterTerminal", "natter-terminal-demo", "NatterTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(name: "NatterCryptoTests", dependencies: ["NatterCrypto"], swiftSettings: strictSettings),
@@ -112,7 +150,7 @@ let package = Package(
         .testTarget(
             name: "NatterStoreTests",
             dependencies: [
-                "NatterStore", "NatterModel", "NatterCrypto", "natter", "CPowerCutVFS",
+                "NatterStore", "NatterModel", "NatterCrypto", "natter", "CPowerCutVFS", "NatterTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strictSettings

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the record decoder (target natter-fuzz) with libFuzzer for SECONDS seconds (default 60).
+# Fuzzes the record decoder, the content-operation decoder, and the file- and typing-frame decoders (target
+# natter-fuzz) with libFuzzer for SECONDS seconds (default 60).
 # Usage: scripts/fuzz.sh [SECONDS]   Set FUZZ_ASAN=1 to add AddressSanitizer (slower).
 # New inputs go to .build-fuzz/record-corpus (kept between runs, never committed); the seeds in
 # Tests/Fuzz/record-corpus stay untouched. A crash leaves its input in fuzz-artifacts/: replay it with

@@ -3,7 +3,7 @@
 # Uses sudo when not root. Safe to run repeatedly; CI runs it on every clean clone.
 set -euo pipefail
 
-packages=(libsodium-dev libsqlite3-dev pkg-config nftables iproute2 tcpdump)
+packages=(libsodium-dev libedit-dev libsqlite3-dev sqlite3 pkg-config nftables iproute2 tcpdump tmux)
 
 missing=()
 for package in "${packages[@]}"; do

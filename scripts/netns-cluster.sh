@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # A real-network twin of the lab: N natter nodes, each in its own network namespace, joined by a bridge that lives
-# in a namespace of its own. Nodes link up (named peers in a ring until discovery lands), a group is formed and
+# in a namespace of its own. Nodes find each other by discovery (or named peers in a ring), a group is formed and
 # traffic flows; then nftables rules inside the namespaces drop a share of packets and split the nodes in two
-# halves; after the heal every node's log digest and the group's digest must be equal.
+# halves; after the heal every node's log digest and each conversation's digest among its members must be equal.
 #
 # Usage: sudo scripts/netns-cluster.sh [--nodes N] [--loss PERCENT] [--partition SECONDS] [--messages M]
-#                                     [--named-peers] [--capture] [--stranger] [--binary PATH]
+#                                     [--named-peers] [--capture] [--stranger] [--offline-member] [--late-joiner]
+#                                     [--timeout SECONDS] [--binary PATH]
 # By default nodes find each other by UDP discovery alone; --named-peers links them in a ring of --peer instead.
 # --capture records every packet on the bridge (tcpdump, natter's ports only) and checks that natter traffic was
 # seen and that no packet holds the canary message, an identity key or the group title.
 # --stranger adds a node with another network key: nobody may link with it, and each node logs it at most once.
+# --offline-member (after the heal): node0 and node1 share a second group, "away". node1 is stopped (SIGTERM),
+# node0 writes to "away" until the non-members hold its records, then node0 is stopped too; node1 comes back and
+# must receive every message from nodes that are not members and cannot read them (store-and-forward). Then node0
+# returns and everyone converges.
+# --late-joiner (at the end): a fresh node in a namespace of its own starts after all the talking and must catch up
+# on the whole log (its log digest equal to everyone's; it is a member of nothing).
 # Everything it creates (namespaces, processes, temp files) is removed on exit, even on failure; it is bounded in
-# time (every wait has a timeout) and only ever sends traffic inside its own namespaces.
+# time (every wait has a timeout, and the whole run is stopped after --timeout seconds, default 600), processes
+# are stopped by PID, and it only ever sends traffic inside its own namespaces. It fails if any node banned another
+# (penalties are for misbehaviour, never for loss, partitions or restarts).
 set -euo pipefail
 
 nodes=6
@@ -22,6 +31,9 @@ binary=""
 named=""
 capture=""
 stranger=""
+offline=""
+late=""
+timeout=600
 while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) nodes="$2"; shift 2 ;;
@@ -32,10 +44,14 @@ while [ $# -gt 0 ]; do
         --named-peers) named=yes; shift ;;
         --capture) capture=yes; shift ;;
         --stranger) stranger=yes; shift ;;
+        --offline-member) offline=yes; shift ;;
+        --late-joiner) late=yes; shift ;;
+        --timeout) timeout="$2"; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
 
+[ "$nodes" -ge 3 ] || { echo "netns-cluster: --nodes must be at least 3"; exit 2; }
 if [ "$(id -u)" -ne 0 ]; then echo "netns-cluster: needs root (ip netns)"; exit 2; fi
 command -v nft >/dev/null || { echo "netns-cluster: needs nft (apt-get install nftables)"; exit 2; }
 cd "$(dirname "$0")/.."
@@ -47,27 +63,43 @@ tag="n$$"
 subnet="10.213.$(( $$ % 200 + 20 ))"
 work="$(mktemp -d /tmp/natter-netns-XXXXXX)"
 switch="${tag}sw"
-pids=()
+pids=()          # every process started, for the final clean-up
+declare -A nodepid  # node index -> PID of its current process
+running=()       # indices of the nodes running now (only these are sent commands)
+late_index=$nodes             # host and node number of the late joiner
+stranger_index=$((nodes + 1)) # host number of the stranger
+capture_pid=""
+watchdog=""
+cleaned=""
 
 cleanup() {
     set +e
+    [ -z "$cleaned" ] || return 0
+    cleaned=yes
+    [ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null
     for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
-    for i in $(seq 0 "$nodes"); do ip netns del "${tag}h$i" 2>/dev/null; done
+    for i in $(seq 0 $((nodes + 1))); do ip netns del "${tag}h$i" 2>/dev/null; done
     ip netns del "$switch" 2>/dev/null
     if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'echo "netns-cluster: interrupted" >&2; exit 1' INT TERM
+# The whole run is bounded: past --timeout the script stops itself (and the EXIT trap cleans up).
+( end=$((SECONDS + timeout)); while [ $SECONDS -lt $end ]; do sleep 1; done
+  echo "netns-cluster: timed out after $timeout s" >&2; kill -TERM $$ ) &
+watchdog=$!
 
 ns() { ip netns exec "$1" "${@:2}"; }
 
-hosts=$nodes
-[ -z "$stranger" ] || hosts=$((nodes + 1))  # the stranger is host number $nodes
+hosts=$(seq 0 $((nodes - 1)))
+[ -z "$late" ] || hosts="$hosts $late_index"
+[ -z "$stranger" ] || hosts="$hosts $stranger_index"
 # The switch: a namespace holding only a bridge.
 ip netns add "$switch"
 ns "$switch" ip link add br0 type bridge
 ns "$switch" ip link set br0 up
-for i in $(seq 0 $((hosts - 1))); do
+for i in $hosts; do
     host="${tag}h$i"
     ip netns add "$host"
     ip link add "${tag}e$i" netns "$host" type veth peer name "p$i" netns "$switch"
@@ -80,32 +112,49 @@ done
 if [ -n "$capture" ]; then
     # Background processes start through `ip netns exec` itself (not the shell function), so that $! is their PID.
     ip netns exec "$switch" tcpdump -i br0 -U -s 0 -w "$work/bridge.pcap" "tcp port 7718 or udp port 7719" 2>/dev/null &
+    capture_pid=$!
     pids+=($!)
     sleep 1
 fi
-# Start the nodes; each reads commands from a FIFO and writes what it prints to a log.
-for i in $(seq 0 $((nodes - 1))); do
-    host="${tag}h$i"
-    "$binary" init --data "$work/node$i" --name "node$i" >/dev/null
-    "$binary" id --data "$work/node$i" | awk '/^identity/ {print $2}' > "$work/key$i"
-    mkfifo "$work/in$i"
-    previous=$(( (i + nodes - 1) % nodes ))
-    if [ -n "$named" ]; then
-        linking=(--no-discovery --peer "$subnet.$((previous + 10)):7718")
-    else
-        linking=()
-    fi
-    ip netns exec "$host" "$binary" run --data "$work/node$i" --listen "0.0.0.0:7718" \
-        "${linking[@]}" < "$work/in$i" > "$work/out$i" 2> "$work/err$i" &
+# Each node reads commands from a FIFO (kept open by this script across restarts) and appends what it prints to
+# out$i; standard error goes to err$i for the first process and err$i.N for the N-th restart.
+init_node() {
+    "$binary" init --data "$work/node$1" --name "node$1" >/dev/null
+    "$binary" id --data "$work/node$1" | awk '/^identity/ {print $2}' > "$work/key$1"
+    mkfifo "$work/in$1"
+    : > "$work/out$1"
+}
+start_node() {  # node index
+    local i=$1 err="$work/err$1" fd linking=()
+    [ ! -e "$err" ] || err="$work/err$1.$(ls "$work" | grep -c "^err$1\(\.\|\$\)")"
+    if [ -n "$named" ]; then linking=(--no-discovery --peer "$subnet.$(( (i + nodes - 1) % nodes + 10 )):7718"); fi
+    ip netns exec "${tag}h$i" "$binary" run --data "$work/node$i" --listen "0.0.0.0:7718" \
+        "${linking[@]}" < "$work/in$i" >> "$work/out$i" 2> "$err" &
+    nodepid[$i]=$!
     pids+=($!)
-    exec {fd}> "$work/in$i"
-    eval "fd$i=$fd"
+    running+=("$i")
+    if [ -z "$(eval "echo \${fd$i:-}")" ]; then
+        exec {fd}> "$work/in$i"
+        eval "fd$i=$fd"
+    fi
+}
+stop_node() {  # node index: SIGTERM (a graceful stop), bounded, then SIGKILL
+    local i=$1 pid=${nodepid[$1]} waited=0
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null && [ $waited -lt 100 ]; do sleep 0.1; waited=$((waited + 1)); done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    running=($(for r in "${running[@]}"; do [ "$r" = "$i" ] || echo "$r"; done))
+}
+for i in $(seq 0 $((nodes - 1))); do
+    init_node "$i"
+    start_node "$i"
 done
 # The stranger starts after the nodes, so its first beacons reach every one of them.
 if [ -n "$stranger" ]; then
     echo "another network's passphrase" > "$work/stranger.pass"
     "$binary" init --data "$work/stranger" --name stranger --network-file "$work/stranger.pass" >/dev/null
-    ip netns exec "${tag}h$nodes" "$binary" run --data "$work/stranger" --listen "0.0.0.0:7718" --headless \
+    ip netns exec "${tag}h$stranger_index" "$binary" run --data "$work/stranger" --listen "0.0.0.0:7718" --headless \
         > "$work/out-stranger" 2> "$work/err-stranger" &
     pids+=($!)
 fi
@@ -113,9 +162,48 @@ send() { local fd; eval "fd=\$fd$1"; echo "$2" >&"$fd"; }
 wait_for() {  # node, text, seconds
     local deadline=$((SECONDS + $3))
     until grep -qF -- "$2" "$work/out$1"; do
-        [ $SECONDS -lt $deadline ] || { echo "timeout: node$1 never printed '$2'"; tail -5 "$work/err$1"; return 1; }
+        [ $SECONDS -lt $deadline ] || { echo "timeout: node$1 never printed '$2'"; tail -5 "$work/err$1"*; return 1; }
         sleep 0.2
     done
+}
+# The digest lines of a node's latest /digest: `log <hex>`, then `conversation <id> <hex>` per membership.
+latest_digest() {
+    awk '/^log /{block=""} /^(log|conversation) /{block=block $0 "\n"} END{printf "%s", block}' "$work/out$1"
+}
+# Whether nodes agree: one log digest among all of them, one digest per conversation among the nodes that print
+# it, and `expected` conversation lines in all (members × conversations, so a half-printed /digest does not pass).
+agree() {  # expected, nodes...
+    local expected=$1; shift
+    local all convs
+    all=$(for i in "$@"; do latest_digest "$i"; done)
+    [ "$(echo "$all" | grep -c '^log ' || true)" -eq $# ] || return 1
+    [ "$(echo "$all" | grep '^log ' | sort -u | wc -l)" -eq 1 ] || return 1
+    convs=$(echo "$all" | grep '^conversation ' || true)
+    [ "$(echo "$convs" | grep -c . || true)" -eq "$expected" ] || return 1
+    [ "$(echo "$convs" | sort -u | wc -l)" -eq "$(echo "$convs" | awk '{print $2}' | sort -u | wc -l)" ]
+}
+converge() {  # seconds, expected conversation lines, nodes...: asks for digests until they agree
+    local deadline=$((SECONDS + $1)) expected=$2; shift 2
+    while [ $SECONDS -lt $deadline ]; do
+        for i in "$@"; do send "$i" "/digest"; done
+        sleep 0.5
+        if agree "$expected" "$@"; then return 0; fi
+    done
+    return 1
+}
+show_digests() {
+    for i in "$@"; do echo "node$i: $(latest_digest "$i" | tr '\n' ' ')"; done
+}
+fail() {  # message, nodes to show
+    local message=$1; shift
+    echo "netns-cluster: FAILED: $message"
+    show_digests "$@"
+    for i in "$@"; do
+        echo "--- node$i: last lines of its output and errors"
+        tail -3 "$work/out$i"; tail -5 "$work/err$i"*
+    done
+    echo "0 passed, 1 failed"
+    exit 1
 }
 
 echo "netns-cluster: $nodes nodes on $subnet.0/24 in namespaces ${tag}h*, linked by ${named:+named peers}${named:-discovery}"
@@ -128,6 +216,14 @@ canary="canary-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 send 0 "/msg lab hello from node0 $canary"
 for i in $(seq 1 $((nodes - 1))); do wait_for "$i" "node0: hello from node0" 60; done
 echo "netns-cluster: group formed, first message everywhere"
+# Conversation lines every /digest must show: the group on every node, and "away" on node0 and node1.
+memberships=$nodes
+if [ -n "$offline" ]; then
+    send 0 "/group create away node1"
+    wait_for 1 "[away]" 30
+    memberships=$((nodes + 2))
+    echo "netns-cluster: group \"away\" of node0 and node1 formed"
+fi
 
 # Faults: random loss on every node, and the two halves cannot reach each other.
 half=$((nodes / 2))
@@ -151,17 +247,40 @@ done
 for i in $(seq 0 $((nodes - 1))); do ns "${tag}h$i" nft delete table inet natterlab; done
 healed=$SECONDS
 echo "netns-cluster: healed; waiting for convergence"
-converged=""
-for attempt in $(seq 1 60); do
-    for i in $(seq 0 $((nodes - 1))); do send "$i" "/digest"; done
-    sleep 0.5
-    digests=$(for i in $(seq 0 $((nodes - 1))); do grep -E '^(log|conversation) ' "$work/out$i" | tail -2 | tr '\n' ' '; echo; done | sort -u)
-    if [ "$(echo "$digests" | wc -l)" -eq 1 ] && echo "$digests" | grep -q conversation; then
-        converged=yes
-        break
-    fi
-done
+converge 30 "$memberships" "${running[@]}" || fail "no convergence within 30 s of the heal" "${running[@]}"
+echo "netns-cluster: converged $((SECONDS - healed)) s after the heal: $(latest_digest 0 | head -1)"
+
+if [ -n "$offline" ]; then
+    stop_node 1
+    for k in 1 2 3; do send 0 "/msg away while you were away $k"; done
+    # The non-members must hold node0's new records before node0 leaves: then they alone can hand them on. (With
+    # node1 away: the group on the others, "away" on node0 alone.)
+    converge 30 "$nodes" "${running[@]}" \
+        || fail "the non-members did not get node0's records for \"away\"" "${running[@]}"
+    stop_node 0
+    echo "netns-cluster: node1 and node0 (the members of \"away\") stopped; non-members hold the records"
+    start_node 1
+    for k in 1 2 3; do
+        wait_for 1 "node0: while you were away $k" 60 || fail "node1 did not get the message through non-members" 1
+    done
+    echo "netns-cluster: node1 received all of \"away\" from non-members only (store-and-forward)"
+    start_node 0
+    converge 30 "$memberships" "${running[@]}" || fail "no convergence after node0 and node1 returned" "${running[@]}"
+    echo "netns-cluster: node0 and node1 back; converged: $(latest_digest 0 | head -1)"
+fi
+if [ -n "$late" ]; then
+    init_node "$late_index"
+    joined=$SECONDS
+    start_node "$late_index"
+    converge 60 "$memberships" "${running[@]}" || fail "the late joiner did not catch up" "${running[@]}"
+    echo "netns-cluster: late joiner node$late_index caught up on the whole log in $((SECONDS - joined)) s"
+fi
+
 problems=""
+# Loss, partitions and restarts are the network's doing: no honest node may be banned for them.
+if grep -l "^notice: banned" "$work"/err* >/dev/null 2>&1; then
+    problems="$problems an honest node was banned ($(grep -h "^notice: banned" "$work"/err* | head -1));"
+fi
 if [ -n "$stranger" ]; then
     for i in $(seq 0 $((nodes - 1))); do
         if grep -q "stranger" "$work/out$i"; then problems="$problems node$i saw the stranger;"; fi
@@ -175,7 +294,7 @@ if [ -n "$stranger" ]; then
 fi
 if [ -n "$capture" ]; then
     sleep 1
-    kill -INT "${pids[0]}" 2>/dev/null; sleep 1
+    kill -INT "$capture_pid" 2>/dev/null; sleep 1
     size=$(stat -c %s "$work/bridge.pcap")
     packets=$(tcpdump -r "$work/bridge.pcap" 2>/dev/null | wc -l)
     [ "$packets" -gt 50 ] || problems="$problems the capture holds only $packets packets;"
@@ -189,20 +308,9 @@ if [ -n "$capture" ]; then
     done
     echo "netns-cluster: captured $packets natter packets ($size bytes): no canary, identity key or title in clear"
 fi
-if [ -n "$converged" ] && [ -z "$problems" ]; then
-    echo "netns-cluster: converged $((SECONDS - healed)) s after the heal: $digests"
+if [ -z "$problems" ]; then
+    echo "netns-cluster: passed: $(latest_digest 0 | head -1)"
     echo "1 passed, 0 failed"
-elif [ -n "$converged" ]; then
-    echo "netns-cluster: FAILED:$problems"
-    echo "0 passed, 1 failed"
-    exit 1
 else
-    echo "netns-cluster: DIVERGED after 30 s:"
-    echo "$digests"
-    for i in $(seq 0 $((nodes - 1))); do
-        echo "--- node$i: last lines of its output and errors"
-        tail -3 "$work/out$i"; tail -5 "$work/err$i"
-    done
-    echo "0 passed, 1 failed"
-    exit 1
+    fail "$problems" "${running[@]}"
 fi

@@ -17,7 +17,8 @@ swift build --build-tests
 
 # Real processes in network namespaces, with packet loss and a partition (needs root; CI runs as root).
 if [ "$(id -u)" -eq 0 ]; then
-    scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger
+    scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger \
+        --offline-member --late-joiner --timeout 300
 else
     echo "skipping the network-namespace cluster test: it needs root"
 fi

@@ -120,6 +120,11 @@ extension Simulation {
         let delivered = nodes.map(\.recordsDelivered).reduce(0, +) - deliveredAtStart
         let new = nodes.map(\.recordsNew).reduce(0, +) - newAtStart
         let operations = operationPositions.count
+        let kindsNow = framesByKind()
+        let framesByKind = kindsNow.keys.sorted().compactMap { kind -> LabReport.Count? in
+            let count = kindsNow[kind]! - (framesByKindAtStart[kind] ?? 0)
+            return count > 0 ? LabReport.Count(name: kind, count: count) : nil
+        }
         var stranded = 0
         for position in 0..<ledger.count where !ledger[position].mustReach && !nodes[ledger[position].author].isUp {
             stranded += 1
@@ -149,6 +154,7 @@ extension Simulation {
             frames: framesMeasured, bytes: bytesMeasured, setupFrames: framesSetup,
             framesPerOperation: operations > 0 ? Double(framesMeasured) / Double(operations) : 0,
             bytesPerOperation: operations > 0 ? Double(bytesMeasured) / Double(operations) : 0,
+            framesByKind: framesByKind,
             recordsDelivered: delivered, recordsNew: new,
             redundancy: new > 0 ? Double(delivered - new) / Double(new) : 0,
             latency: LabReport.Quantiles(latencies), undelivered: undelivered,
@@ -162,5 +168,23 @@ extension Simulation {
             logDigest: digest, recordsHeld: held, spreads: spreads, partitionSpans: partitionSpans,
             crashTimes: crashTimes,
             nodes: nodes.count)
+    }
+}
+
+extension Simulation {
+    /// Every frame every node sent so far, by kind: the cores' application messages by type, and the rest of
+    /// the frames (handshake messages, goodbyes) as "handshake".
+    func framesByKind() -> [String: Int] {
+        var kinds = [String: Int]()
+        var application = 0
+        for node in nodes {
+            for (kind, count) in node.messagesByKind {
+                kinds[kind, default: 0] += count
+                application += count
+            }
+        }
+        let others = nodes.map(\.framesSent).reduce(0, +) - application
+        if others > 0 { kinds["handshake", default: 0] += others }
+        return kinds
     }
 }

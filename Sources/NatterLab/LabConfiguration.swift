@@ -1,15 +1,17 @@
 import Foundation
+internal import NatterSync
 
 /// Every bound and default of the lab, each with its reason.
 public enum LabLimits {
-    /// Links a node keeps at most (DESIGN §5's degree cap): 4. No node becomes a hub whose crash cuts the rest
-    /// apart, and a random graph where every node has three or four links is connected with overwhelming
-    /// probability.
-    public static let degreeMax = 4
+    /// Links a node keeps at most (DESIGN §5's degree cap): 6. No node becomes a hub whose crash cuts the rest
+    /// apart. The cap bounds the diameter from below: at cap 4 the lab's 25-node overlays had a diameter of 6–7
+    /// hops, so at 100 ms per hop no dissemination could deliver everything within 600 ms (the Maelstrom
+    /// setting); at 6 (target 5) they have 3–4 hops, and each node's share of the forwarding stays near 1/N.
+    public static let degreeMax = 6
 
-    /// Links a node dials towards: 3, one below the cap, so every node keeps room to accept a newcomer (a late
+    /// Links a node dials towards: 5, one below the cap, so every node keeps room to accept a newcomer (a late
     /// joiner, a node that lost its links, the other side of a healed partition).
-    public static let degreeTarget = 3
+    public static let degreeTarget = 5
 
     /// First redial delay after a failed dial or a lost link: 100 ms. A LAN round trip is far shorter; the delay
     /// spreads the redials of nodes that lost their links at the same moment.
@@ -64,6 +66,13 @@ public enum LabLimits {
 
     /// Latest messages a reaction may target: 32 (recent chat, as people react).
     public static let reactionCandidates = 32
+
+    /// How long a lab node's core waits before bringing its conversation tables up to date after records arrive
+    /// (`NodeConfiguration.conversationRefreshDelay`; the node refreshes at once): 1 s. A refresh rewrites the
+    /// group's derived rows, O(history), and nothing the lab measures reads those rows (delivery is the store's
+    /// `applied` event, the checkers compare `snapshot(of:)` digests); at 50 ms a 25-node run spent half its time
+    /// there. The refresh code still runs on every node, once a second.
+    public static let conversationRefreshDelay: Duration = .seconds(1)
 
     /// Operations drawn in the dissemination picture at most: 200 (beyond that the lines are a solid block).
     public static let pictureOperationsMax = 200
@@ -129,6 +138,8 @@ public struct LabConfiguration: Sendable, Equatable {
 
     public var degreeMax = LabLimits.degreeMax
     public var degreeTarget = LabLimits.degreeTarget
+    /// The cores' `NodeConfiguration.syncPushInterval` (least time between two RECORDS on a link under load).
+    public var pushInterval = NatterSync.Limits.syncPushInterval
     /// Shares of the workload that are reactions and read receipts; the rest are messages.
     public var reactionShare = 0.1
     public var receiptShare = 0.1
@@ -146,6 +157,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if latency + jitter == .zero { return "latency plus jitter must be positive (time must pass on a link)" }
         if !(rate > 0 && rate.isFinite) { return "--rate must be positive" }
         if duration <= .zero { return "--duration must be positive" }
+        if pushInterval < .zero { return "--push-interval must not be negative" }
         let operations = rate * seconds(duration)
         if operations > Double(LabLimits.operationsMax) {
             return "rate × duration must stay within \(LabLimits.operationsMax) operations"
@@ -187,6 +199,9 @@ public struct LabConfiguration: Sendable, Equatable {
         if randomFaults { words.append("--random-faults") }
         if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }
         if degreeTarget != LabLimits.degreeTarget { words.append("--degree-target \(degreeTarget)") }
+        if pushInterval != NatterSync.Limits.syncPushInterval {
+            words.append("--push-interval \(formatDuration(pushInterval))")
+        }
         return words.joined(separator: " ")
     }
 }

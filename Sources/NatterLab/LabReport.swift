@@ -68,6 +68,8 @@ public struct LabReport: Sendable, Equatable {
     public let setupFrames: Int
     public let framesPerOperation: Double
     public let bytesPerOperation: Double
+    /// Those frames by kind (records, credit, ping, summary, heads, request, done, handshake, …), sorted by name.
+    public let framesByKind: [Count]
     /// Records the links delivered, and those that were new to the receiving store.
     public let recordsDelivered: Int
     public let recordsNew: Int

@@ -47,6 +47,10 @@ extension LabReport {
             String(
                 format: "messages per operation: %.1f (%d frames; %.0f bytes per operation; setup %d frames)",
                 framesPerOperation, frames, bytesPerOperation, setupFrames))
+        if !framesByKind.isEmpty {
+            lines.append(
+                "frames by kind: " + framesByKind.map { "\($0.name) \($0.count)" }.joined(separator: ", "))
+        }
         lines.append(
             String(
                 format: "redundant copies per delivered record: %.2f (%d delivered, %d new)", redundancy,
@@ -95,6 +99,8 @@ extension LabReport {
             "refused": .object(Dictionary(uniqueKeysWithValues: refused.map { ($0.name, JSON.int($0.count)) })),
             "frames": .int(frames), "bytes": .int(bytes), "setup_frames": .int(setupFrames),
             "messages_per_operation": .number(framesPerOperation), "bytes_per_operation": .number(bytesPerOperation),
+            "frames_by_kind": .object(
+                Dictionary(uniqueKeysWithValues: framesByKind.map { ($0.name, JSON.int($0.count)) })),
             "records_delivered": .int(recordsDelivered), "records_new": .int(recordsNew),
             "redundant_copies_per_record": .number(redundancy),
             "undelivered": .int(undelivered),

@@ -45,6 +45,8 @@ final class SimNode {
     /// `recordsDelivered` / `recordsNew` of the cores of earlier runs of this node.
     var deliveredBefore = 0
     var newBefore = 0
+    /// `messagesSentByKind` of the cores of earlier runs of this node.
+    var messagesByKindBefore: [String: Int] = [:]
     var appliedEvents = 0
 
     init(index: Int, name: String, identity: LocalIdentity, store: RecordStore) {
@@ -58,4 +60,7 @@ final class SimNode {
     var isUp: Bool { phase == .up }
     var recordsDelivered: Int { deliveredBefore + (core?.recordsDelivered ?? 0) }
     var recordsNew: Int { newBefore + (core?.recordsNew ?? 0) }
+    var messagesByKind: [String: Int] {
+        messagesByKindBefore.merging(core?.messagesSentByKind ?? [:], uniquingKeysWith: +)
+    }
 }

@@ -89,6 +89,8 @@ final class Simulation {
     var framesByNodeAtStart: [Int] = []
     var deliveredAtStart = 0
     var newAtStart = 0
+    /// Frames of every node by kind at the workload's start (handshake messages and goodbyes as "handshake").
+    var framesByKindAtStart: [String: Int] = [:]
     var dialsRefusedAtCap = 0
     var resetsInjected = 0
     var rotations = 0
@@ -227,8 +229,12 @@ final class Simulation {
 
     private func makeCore(_ node: SimNode) -> NodeCore {
         let seed = Self.derive(configuration.seed, 0xC0DE &+ UInt64(node.index) &* 1_000 &+ UInt64(node.incarnation))
+        var configuration = NodeConfiguration()
+        configuration.conversationRefreshDelay = LabLimits.conversationRefreshDelay
+        configuration.syncPushInterval = self.configuration.pushInterval
         return NodeCore(
-            store: node.store, identity: node.identity, networkKey: networkKey, random: SeededGenerator(seed: seed))
+            store: node.store, identity: node.identity, networkKey: networkKey, configuration: configuration,
+            random: SeededGenerator(seed: seed))
     }
 
     /// The process dies: links and memory are gone, the store stays.
@@ -240,6 +246,7 @@ final class Simulation {
         if let core = node.core {
             node.deliveredBefore += core.recordsDelivered
             node.newBefore += core.recordsNew
+            node.messagesByKindBefore.merge(core.messagesSentByKind, uniquingKeysWith: +)
         }
         node.core = nil
         node.phase = restartAfter == nil ? .dead : .crashed
@@ -343,7 +350,7 @@ final class Simulation {
                 honestPeersBlamed += 1
                 firstBlame = firstBlame ?? "\(formatSeconds(now)) \(nodes[index].name) \(link): \(reason)"
             }
-        case .peerDown, .caughtUp, .syncProgress, .conversationChanged, .notice:
+        case .peerDown, .caughtUp, .syncProgress, .conversationChanged, .notice, .misbehaved, .file, .typing:
             break
         }
     }

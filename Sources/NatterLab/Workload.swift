@@ -19,6 +19,7 @@ extension Simulation {
         framesByNodeAtStart = nodes.map(\.framesSent)
         deliveredAtStart = nodes.map(\.recordsDelivered).reduce(0, +)
         newAtStart = nodes.map(\.recordsNew).reduce(0, +)
+        framesByKindAtStart = framesByKind()
         let end = now + configuration.duration
         planFaults(end: end)
         push(.operation, at: now + nextArrival())

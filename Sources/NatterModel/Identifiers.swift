@@ -92,6 +92,11 @@ public struct RecordID: Identifier32 {
     public init(raw: Bytes32) { self.raw = raw }
     /// The all-zero id, used as "no previous record" at sequence 1.
     public static let none = RecordID(raw: .zero)
+
+    /// The id of the record whose canonical bytes are `bytes` (whether or not they decode).
+    public static func of(_ bytes: some ByteSource) -> RecordID {
+        RecordID(bytes: Blake2b.hash(bytes, outputBytes: 32))
+    }
 }
 
 /// A key epoch of a conversation (named by the commit that opened it). Zero for public records.

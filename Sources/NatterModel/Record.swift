@@ -102,7 +102,7 @@ public struct Record: Hashable, Sendable, CustomStringConvertible {
         self.payload = payload
         self.signature = signature
         self.bytes = bytes
-        self.id = RecordID(bytes: Blake2b.hash(bytes, outputBytes: 32))
+        self.id = .of(bytes)
     }
 
     /// Signs `header` and `payload` with `identity`, which must be the header's author.

@@ -78,6 +78,12 @@ public enum RecordCodec {
         return Record(header: header, payload: payload, signature: signature, bytes: bytes)
     }
 
+    /// The header of record bytes this node checked before (a stored record): parsing only, without the canonical
+    /// re-encoding or the id hash that `decode` does for bytes from elsewhere.
+    public static func storedHeader(_ bytes: [UInt8]) throws(RecordFormatError) -> RecordHeader {
+        try bytes.withUnsafeBytes { raw in Result { () throws(RecordFormatError) in try parse(raw) } }.get().0
+    }
+
     private static func parse(_ raw: UnsafeRawBufferPointer) throws(RecordFormatError) -> (RecordHeader, Range<Int>) {
         guard raw.count >= fixedHeaderByteCount else { throw .truncated(field: "header") }
         guard raw[0] == RecordHeader.currentVersion else { throw .unsupportedVersion(raw[0]) }

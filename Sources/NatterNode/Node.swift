@@ -2,6 +2,7 @@ public import NatterCrypto
 public import NatterModel
 public import NatterNetwork
 public import NatterStore
+public import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -33,13 +34,20 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The running node: one actor that owns the clock, the randomness, the transport and the `NodeCore`, and turns
-/// network events and timers into core inputs and core actions into network writes.
-public actor Node {
+/// network events and timers into core inputs and core actions into network writes. A `Service`: in a
+/// `ServiceGroup`, a graceful shutdown (SIGINT, SIGTERM) ends `run()` after every link got its goodbye.
+public actor Node: Service {
     /// Redial backoff for named peers: starts small, doubles, capped near a second or two on a LAN.
     public static let redialBackoffMin: Duration = .milliseconds(250)
     public static let redialBackoffMax: Duration = .seconds(2)
     /// The longest the timer sleeps: bounds redial latency and keeps session timers honest.
     public static let tickIntervalMax: Duration = .milliseconds(500)
+    /// A turn that received more than this many bytes is bulk (sync batches of a node catching up), not chat: its
+    /// conversation-table refresh may wait up to `bulkRefreshInterval`. A chat message is well under it.
+    public static let bulkTurnBytes = 64 * 1024
+    /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
+    /// instead of after every turn; they lag it by at most this or the next tick (`tickIntervalMax`).
+    public static let bulkRefreshInterval: Duration = .milliseconds(250)
 
     private let core: NodeCore
     private let transport: TCPTransport
@@ -47,8 +55,24 @@ public actor Node {
     /// Links dialled because of a beacon, and the node tag that beacon carried.
     private var discovered: [ConnectionID: NodeTag] = [:]
     private let clock = ContinuousClock()
+    /// When the conversation tables were last refreshed (bulk turns refresh at most every `bulkRefreshInterval`).
+    private var lastRefresh: ContinuousClock.Instant?
     private let started: ContinuousClock.Instant
     private var named: [PeerAddress: Redial] = [:]
+    /// Scores misbehaving peers and bans repeat offenders (enforced here and by the transport).
+    private var penalties = PeerPenalties()
+    /// The remote address of each open connection (what a ban refuses), and its peer once the handshake is done.
+    private var remoteHosts: [ConnectionID: String] = [:]
+    private var linkedPeers: [ConnectionID: AuthorID] = [:]
+    /// When the earliest ban in force ends (what is refused must be refreshed then).
+    private var banEndsAt: Duration?
+    private var isShutDown = false
+    /// People the user blocked (`/block`): their links are refused like a ban's, for as long as they stay blocked.
+    private var blocked = Set<AuthorID>()
+    /// The timer's current sleep and when it ends: cancelled when the core gains an earlier deadline (a RECORDS
+    /// push after the push interval, a typing frame due), so timers fire on time rather than up to `tickIntervalMax`
+    /// late.
+    private var sleeper: (task: Task<Void, Never>, until: Duration)?
     private let continuation: AsyncStream<NodeEvent>.Continuation
     /// Everything the node reports, in order (for the line interface, scripts and tests).
     public nonisolated let events: AsyncStream<NodeEvent>
@@ -73,7 +97,12 @@ public actor Node {
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
         discovery: DiscoveryConfiguration? = DiscoveryConfiguration()
     ) async throws {
-        core = NodeCore(store: store, identity: identity, networkKey: networkKey, random: SecureRandomGenerator())
+        var configuration = NodeConfiguration()
+        configuration.clockOriginMillis = Self.wallClockMillis()
+        configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
+        core = NodeCore(
+            store: store, identity: identity, networkKey: networkKey, configuration: configuration,
+            random: SecureRandomGenerator())
         transport = TCPTransport()
         let bound = try await transport.listen(host: listen.host, port: listen.port)
         port = bound
@@ -94,23 +123,132 @@ public actor Node {
     /// Sends records this node just wrote to every peer and reports the changes.
     public func publish(_ records: [Record]) {
         perform(core.published(records, now: now))
+        refresh()
     }
+
+    // MARK: - Files (SPEC F13)
+
+    /// Largest file `sendFile` accepts: `FileLimits.sendBytesDefault` (16 MiB) unless set, at most
+    /// `FileLimits.fileBytesMax`.
+    public private(set) var fileSizeCap: UInt64 = FileLimits.sendBytesDefault
+
+    /// Sets the send cap (clamped to what the protocol can describe).
+    public func setFileSizeCap(_ bytes: UInt64) {
+        fileSizeCap = min(bytes, FileLimits.fileBytesMax)
+    }
+
+    /// Sends the file at `path` to `conversation` (name defaults to the path's last component) and pushes the
+    /// message to every peer. Members fetch the content on demand.
+    @discardableResult
+    public func sendFile(
+        atPath path: String, name: String? = nil, mediaType: String = FileLimits.defaultMediaType,
+        in conversation: ConversationID, replyTo: RecordID? = nil
+    ) throws -> RecordID {
+        let record = try core.conversations.sendFile(
+            atPath: path, name: name, mediaType: mediaType, in: conversation, replyTo: replyTo, sizeCap: fileSizeCap,
+            now: Self.wallClockMillis())
+        publish([record])
+        return record.id
+    }
+
+    /// Sends `bytes` as a file named `name`.
+    @discardableResult
+    public func sendFile(
+        _ bytes: [UInt8], name: String, mediaType: String = FileLimits.defaultMediaType,
+        in conversation: ConversationID, replyTo: RecordID? = nil
+    ) throws -> RecordID {
+        let record = try core.conversations.sendFile(
+            bytes, name: name, mediaType: mediaType, in: conversation, replyTo: replyTo, sizeCap: fileSizeCap,
+            now: Self.wallClockMillis())
+        publish([record])
+        return record.id
+    }
+
+    /// Name, type, size of a file message and how much of it this node holds (nil if not a readable file).
+    public func fileStatus(of message: RecordID, in conversation: ConversationID) throws -> FileStatus? {
+        try core.conversations.fileStatus(of: message, in: conversation)
+    }
+
+    /// Starts fetching a file message's content from the peers (resumes where it stopped). Watch `events` for
+    /// `.file(.progress …)` and `.file(.completed(message))`.
+    public func fetchFile(_ message: RecordID, in conversation: ConversationID) throws {
+        perform(try core.fetchFile(message, in: conversation, now: now))
+    }
+
+    /// Stops fetching a file (what is stored stays).
+    public func cancelFetch(_ message: RecordID) {
+        perform(core.cancelFetch(message, now: now))
+    }
+
+    /// Bytes held and total of a file being fetched (nil when not being fetched).
+    public func fetchProgress(of message: RecordID) -> (bytes: UInt64, total: UInt64)? {
+        core.fetchProgress(of: message)
+    }
+
+    /// Writes a complete file message to exactly `path`: never overwrites unless `overwrite`, checks the file's hash
+    /// before it appears (temporary file in the same directory, fsync, rename). Throws `FileError.incomplete` while
+    /// chunks are missing (call `fetchFile` and wait for `.file(.completed)`).
+    public func saveFile(_ message: RecordID, in conversation: ConversationID, to path: String, overwrite: Bool)
+        throws
+    {
+        try core.conversations.saveFile(message, in: conversation, to: path, overwrite: overwrite)
+    }
+
+    /// Drops the stored chunks of a file message (it can be fetched again while a peer holds it).
+    @discardableResult
+    public func dropFile(_ message: RecordID, in conversation: ConversationID) throws -> Int {
+        try core.conversations.dropFile(message, in: conversation)
+    }
+
+    private static func wallClockMillis() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000 + Int64(time.tv_nsec) / 1_000_000
+    }
+    /// Brings the conversation tables (list, history, search index) up to date if a refresh is pending.
+    public func refreshConversationTables() {
+        refresh()
+    }
+
+    /// A keystroke in a non-command line for `conversation` (SPEC F12): typing frames go out as the core decides.
+    public func userTyping(in conversation: ConversationID) {
+        perform(core.userTyping(in: conversation, now: now))
+    }
+
+    /// The line was sent or cleared, or the user left the conversation: typing ends there.
+    public func userStoppedTyping(in conversation: ConversationID) {
+        perform(core.userStoppedTyping(in: conversation, now: now))
+    }
+
+    /// The people typing in `conversation` now.
+    public func typingPeople(in conversation: ConversationID) -> [AuthorID] { core.typingPeople(in: conversation) }
 
     /// Dials an address once (discovery, `/connect`).
     public func connect(_ address: PeerAddress) async {
         await transport.dial(host: address.host, port: address.port)
     }
 
-    /// Runs until cancelled: network events and timers drive the core.
+    /// Runs until cancelled or, in a `ServiceGroup`, until a graceful shutdown; then shuts down (`shutdown()`).
     public func run() async {
+        await cancelWhenGracefulShutdown { await self.drive() }
+        await shutdown()
+    }
+
+    /// Network events and timers drive the core, until cancelled.
+    private func drive() async {
         await withTaskGroup(of: Void.self) { group in
+            // Events queue in the inbox while the actor works; each turn takes all of them (`TransportInbox`).
+            let inbox = TransportInbox()
             group.addTask { [transport] in
-                for await event in transport.events { await self.handle(event) }
+                for await event in transport.events { inbox.put(event) }
+                inbox.finish()
+            }
+            group.addTask {
+                while let events = await inbox.next() { await self.handle(events) }
             }
             group.addTask {
                 while !Task.isCancelled {
-                    let pause = await self.nextPause()
-                    try? await Task.sleep(for: pause)
+                    await self.sleepUntilNextDeadline()
                     await self.tick()
                 }
             }
@@ -136,9 +274,21 @@ public actor Node {
         }
     }
 
-    /// Closes every connection (with the channel's goodbye where possible) and ends the event stream.
+    /// Stops discovery, sends the authenticated goodbye on every established link and waits until it is written
+    /// (so peers tell this stop from a crash), closes every connection and ends the event stream. Every record the
+    /// node acknowledged is already durable (the store commits with `synchronous=FULL` before anything is sent).
+    /// Idempotent.
     public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
         await discovery?.shutdown()
+        for action in core.closeAllLinks() {
+            switch action {
+            case .send(let link, let goodbye): await transport.sendAndClose(ConnectionID(raw: link.raw), goodbye)
+            case .close(let link): transport.close(ConnectionID(raw: link.raw))
+            case .event(let event): continuation.yield(event)
+            }
+        }
         await transport.shutdown()
         continuation.finish()
     }
@@ -147,6 +297,8 @@ public actor Node {
 
     private func dialDiscovered(_ request: DialRequest) async {
         guard let discovery else { return }
+        // A banned address's beacons are dropped: it is not dialled until its ban ends.
+        guard !penalties.isBanned(.address(Self.unscoped(request.host)), now: now) else { return }
         guard let connection = await transport.dial(host: request.host, port: request.port) else { return }
         discovered[connection] = request.tag
         await discovery.peerConnected(request.tag)
@@ -167,14 +319,35 @@ public actor Node {
 
     private var now: Duration { clock.now - started }
 
+    private func handle(_ events: [TCPTransport.Event]) {
+        var received = 0
+        for event in events {
+            if case .received(_, let bytes) = event { received += bytes.count }
+            handle(event)
+        }
+        // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
+        if received <= Self.bulkTurnBytes || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true {
+            refresh()
+        }
+    }
+
+    private func refresh() {
+        guard core.isRefreshPending else { return }
+        lastRefresh = clock.now
+        perform(core.refreshPending())
+    }
+
     private func handle(_ event: TCPTransport.Event) {
         if Self.tracing { Self.trace("transport: \(event)") }
         switch event {
-        case .opened(let connection, let initiator, _):
+        case .opened(let connection, let initiator, let remote):
+            remoteHosts[connection] = Self.unscoped(Self.host(of: remote))
             perform(core.handle(.linkOpened(LinkID(connection.raw), initiator: initiator), now: now))
         case .received(let connection, let bytes):
             perform(core.handle(.bytesReceived(LinkID(connection.raw), bytes), now: now))
         case .closed(let connection):
+            remoteHosts[connection] = nil
+            linkedPeers[connection] = nil
             if let tag = discovered.removeValue(forKey: connection), let discovery {
                 Task { await discovery.peerDisconnected(tag) }
             }
@@ -190,10 +363,15 @@ public actor Node {
 
     private func tick() async {
         perform(core.handle(.tick, now: now))
+        if lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true { refresh() }
+        if let end = banEndsAt, end <= now { enforceBans() }
         for (address, redial) in named where redial.connection == nil {
             if let expires = redial.expires, clock.now >= expires { named[address] = nil }
         }
-        let due = named.filter { $0.value.connection == nil && clock.now >= $0.value.nextAttempt }.keys
+        let due = named.filter {
+            $0.value.connection == nil && clock.now >= $0.value.nextAttempt
+                && !penalties.isBanned(.address(Self.unscoped($0.key.host)), now: now)
+        }.keys
         for address in due.sorted(by: { $0.description < $1.description }) {
             guard var redial = named[address] else { continue }
             redial.backoff = min(redial.backoff * 2, Self.redialBackoffMax)
@@ -211,9 +389,71 @@ public actor Node {
         }
     }
 
+    /// Sleeps until the core's next deadline (at most `tickIntervalMax`), or until `perform` wakes it earlier.
+    private func sleepUntilNextDeadline() async {
+        let pause = nextPause()
+        let task = Task<Void, Never> { try? await Task.sleep(for: pause) }
+        sleeper = (task, now + pause)
+        await task.value
+        sleeper = nil
+    }
+
     private func nextPause() -> Duration {
-        guard let deadline = core.nextDeadline() else { return Self.tickIntervalMax }
+        let deadlines = [core.nextDeadline(), banEndsAt].compactMap { $0 }
+        guard let deadline = deadlines.min() else { return Self.tickIntervalMax }
         return max(.milliseconds(1), min(deadline - now, Self.tickIntervalMax))
+    }
+
+    // MARK: - Penalties
+
+    /// Scores a misbehaving link against its address and, once known, its identity; logs each ban once.
+    private func penalise(_ link: LinkID, _ misbehaviour: Misbehaviour) {
+        let connection = ConnectionID(raw: link.raw)
+        var offenders = [Offender]()
+        if let host = remoteHosts[connection] { offenders.append(.address(host)) }
+        if let peer = linkedPeers[connection] { offenders.append(.peer(peer)) }
+        let verdicts = penalties.offended(offenders, misbehaviour, now: now)
+        // Enforced before it is reported: whoever reads the notice finds the ban in force.
+        if !verdicts.isEmpty { enforceBans() }
+        for verdict in verdicts { report("\(verdict)") }
+    }
+
+    /// Refuses links with `people` from now on and closes the ones open (the REPL's `/block`). Their records still
+    /// arrive through other peers (the log relays everything); the REPL hides them.
+    public func setBlocked(_ people: Set<AuthorID>) {
+        blocked = people
+        enforceBans()
+        for (peer, link) in core.connectedPeers where people.contains(peer) {
+            transport.close(ConnectionID(raw: link.raw))
+        }
+    }
+
+    /// Hands the current bans to the transport (addresses) and the core (identities); forgets the forgiven.
+    private func enforceBans() {
+        penalties.forgetForgiven(now: now)
+        var hosts = Set<String>()
+        var peers = Set<AuthorID>()
+        for offender in penalties.banned(now: now) {
+            switch offender {
+            case .address(let host): hosts.insert(host)
+            case .peer(let peer): peers.insert(peer)
+            }
+        }
+        transport.refuse(hosts)
+        core.refusedPeers = peers.union(blocked)
+        banEndsAt = penalties.nextDeadline(now: now)
+    }
+
+    /// An address without its IPv6 zone (`fe80::1%eth0` → `fe80::1`): bans name addresses the way the transport
+    /// reports a connection's remote end, whatever interface a beacon or a dial named.
+    private static func unscoped(_ host: String) -> String {
+        host.firstIndex(of: "%").map { String(host[..<$0]) } ?? host
+    }
+
+    /// The host part of "host:port" (IPv6 hosts hold colons; the port follows the last one).
+    private static func host(of remote: String) -> String {
+        guard let colon = remote.lastIndex(of: ":") else { return remote }
+        return String(remote[..<colon])
     }
 
     /// `NATTER_TRACE=1` prints every transport event and core action on standard error (diagnosis only).
@@ -227,6 +467,7 @@ public actor Node {
     }
 
     private func perform(_ actions: [NodeAction]) {
+        if let sleeper, let deadline = core.nextDeadline(), deadline < sleeper.until { sleeper.task.cancel() }
         for action in actions {
             if Self.tracing {
                 switch action {
@@ -238,7 +479,15 @@ public actor Node {
             switch action {
             case .send(let link, let bytes): transport.send(ConnectionID(raw: link.raw), bytes)
             case .close(let link): transport.close(ConnectionID(raw: link.raw))
-            case .event(let event): continuation.yield(event)
+            case .event(.misbehaved(let link, let misbehaviour)):
+                penalise(link, misbehaviour)
+                continuation.yield(.misbehaved(link, misbehaviour))
+            case .event(let event):
+                if case .peerUp(let peer, let link) = event {
+                    linkedPeers[ConnectionID(raw: link.raw)] = peer
+                    transport.markEstablished(ConnectionID(raw: link.raw))
+                }
+                continuation.yield(event)
             }
         }
     }

@@ -46,6 +46,14 @@ public enum NodeEvent: Equatable, Sendable {
     case conversationChanged(ConversationID, TimelineChanges)
     /// Something a person may want to know about the node itself (discovery, ports), one line.
     case notice(String)
+    /// The peer on this link did something an honest node never does (follows its `linkFailed`): the driver scores
+    /// it (`PeerPenalties`). Timeouts and cuts are not reported here.
+    case misbehaved(LinkID, Misbehaviour)
+    /// File transfer: progress, completion, rejected chunks (SPEC F13).
+    case file(FileEvent)
+    /// The people typing in a conversation changed (SPEC F12): everyone typing there now, empty when nobody is.
+    /// Only for conversations this node is a member of, and only members; never stored.
+    case typing(ConversationID, [AuthorID])
 }
 
 /// Bounds and timings of a node, each with its reason.
@@ -56,6 +64,21 @@ public struct NodeConfiguration: Sendable {
     public var handshakeTimeout: Duration = .seconds(5)
     /// Frames per direction between rekeys (tests lower it).
     public var rekeyIntervalFrames: UInt64 = NatterSync.Limits.rekeyIntervalFrames
+    /// Milliseconds since 1970 when the core's clock read zero, so receive times are stored as wall-clock times
+    /// (the conversation list sorts by them and shows them). Zero in simulations, whose clock is virtual.
+    public var clockOriginMillis: Int64 = 0
+    /// How long after records arrive the conversation tables are brought up to date (`Conversations.refreshChanged`,
+    /// then `conversationChanged` events). A refresh rewrites a changed conversation's derived rows, so one per
+    /// delivered batch costs O(history) per batch; a delay lets every delivery of a burst share one refresh.
+    /// `.zero` (the default) refreshes within the input that stored them. The lab, where nobody reads between
+    /// deliveries, waits (`LabLimits.conversationRefreshDelay`) and the core refreshes on the tick. `nil` leaves it
+    /// to the driver (`refreshPending()`): the node actor calls it once it has handed a turn's sends to the network,
+    /// so a message is on its way before the tables are rewritten, and a node catching up rewrites them once per
+    /// burst of batches, not once per batch (decision 0006).
+    public var conversationRefreshDelay: Duration? = .zero
+    /// Least time between two RECORDS messages on a link after one that was not full
+    /// (`NatterSync.Limits.syncPushInterval`, 50 ms); the lab varies it to measure the trade-off.
+    public var syncPushInterval: Duration = NatterSync.Limits.syncPushInterval
 
     public init() {}
 }
@@ -71,12 +94,29 @@ public final class NodeCore {
     public let conversations: Conversations
     public let configuration: NodeConfiguration
     private let linkConfiguration: LinkConfiguration
-    private var random: any RandomNumberGenerator
+    var random: any RandomNumberGenerator
     private var links: [LinkID: Link] = [:]
     private var roles: [LinkID: LinkHandshake.Role] = [:]
     /// Records waiting for a predecessor in their feed, per feed and sequence.
     private var causalBuffer: [FeedKey: [UInt64: [UInt8]]] = [:]
     private var bufferedCount = 0
+    /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
+    /// by the driver).
+    public var refusedPeers: Set<AuthorID> = []
+    /// Fetches the chunks of files this node was asked to fetch, from the links (NodeCore+Files.swift).
+    var fetcher = FileFetcher<LinkID>()
+    /// When the conversation tables are next brought up to date (nil: nothing stored since the last refresh).
+    private var refreshAt: Duration?
+    /// `refreshAt` when the core refreshes on its own (`conversationRefreshDelay` not nil): a deadline of the tick.
+    private var refreshDeadline: Duration? { configuration.conversationRefreshDelay == nil ? nil : refreshAt }
+    /// Records the sessions delivered while the current input is handled, per delivery and in order. They are
+    /// ingested together, in one store transaction, once the input's messages are all read: a link that carries
+    /// several sync batches in one input (a node catching up) commits them at once.
+    private var deliveries: [(link: LinkID, records: [[UInt8]])] = []
+    /// Typing indicators: when to send, who is typing, which frames were seen (NodeCore+Typing.swift).
+    var typing = TypingTracker()
+    /// Typing frames each link may still bring (`Limits.typingFramesPerLink…`).
+    var typingBuckets: [LinkID: TokenBucket] = [:]
 
     private enum Link {
         case handshaking(LinkHandshake, openedAt: Duration)
@@ -126,10 +166,19 @@ public final class NodeCore {
     /// gossip-efficiency figures).
     public private(set) var recordsDelivered = 0
     public private(set) var recordsNew = 0
+    /// Application messages this core sent, by kind (`SyncFrameKind.name(of:)`: records, credit, ping, …), since
+    /// it started. Handshake messages and goodbyes are not counted here.
+    public private(set) var messagesSentByKind: [String: Int] = [:]
 
     // MARK: - Inputs
 
     public func handle(_ input: NodeInput, now: Duration) -> [NodeAction] {
+        var out = handleInput(input, now: now)
+        out += fileMaintenance(now: now)
+        return out
+    }
+
+    private func handleInput(_ input: NodeInput, now: Duration) -> [NodeAction] {
         switch input {
         case .linkOpened(let id, let initiator):
             var generator = random
@@ -142,7 +191,8 @@ public final class NodeCore {
             roles[id] = handshake.role
             return handshakeActions(id, actions, now: now)
         case .bytesReceived(let id, let bytes):
-            return receive(id, bytes, now: now)
+            let out = receive(id, bytes, now: now)
+            return out + ingestDeliveries(now: now)
         case .linkClosed(let id):
             roles[id] = nil
             guard let link = links.removeValue(forKey: id) else { return [] }
@@ -163,7 +213,26 @@ public final class NodeCore {
                 if let deadline = established.session.nextDeadline() { deadlines.append(deadline) }
             }
         }
+        if let deadline = fetcher.nextDeadline() { deadlines.append(deadline) }
+        if let refreshDeadline { deadlines.append(refreshDeadline) }
+        if let deadline = typing.nextDeadline() { deadlines.append(deadline) }
         return deadlines.min()
+    }
+
+    /// Ends every link cleanly: the authenticated goodbye on each established link (so the peer tells this close
+    /// from a crash or a cut), then the close. For a graceful shutdown; the core keeps no link afterwards.
+    public func closeAllLinks() -> [NodeAction] {
+        var out = [NodeAction]()
+        for id in links.keys.sorted() {
+            if case .established(var established) = links[id] {
+                if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
+                out.append(.event(.peerDown(established.peer, id)))
+            }
+            links[id] = nil
+            roles[id] = nil
+            out.append(.close(id))
+        }
+        return out
     }
 
     // MARK: - Authoring
@@ -172,7 +241,7 @@ public final class NodeCore {
     /// after each authoring call.
     public func published(_ records: [Record], now: Duration) -> [NodeAction] {
         var actions = storedLocally(records.map { StoredRecord($0) }, except: nil, now: now)
-        actions += refreshConversations()
+        actions += conversationsMayHaveChanged(now: now)
         return actions
     }
 
@@ -201,13 +270,22 @@ public final class NodeCore {
                 out.append(.send(id, bytes))
             case .fail(let error):
                 links[id] = nil
-                out += [.event(.linkFailed(id, "handshake: \(error)")), .close(id)]
-                return out
+                out += [.event(.linkFailed(id, "handshake: \(error)"))]
+                if let misbehaviour = Misbehaviour(handshake: error) {
+                    out.append(.event(.misbehaved(id, misbehaviour)))
+                }
+                return out + [.close(id)]
             case .established(let done):
                 let peer = AuthorID(done.peer)
                 if peer == identity.author {
                     links[id] = nil
                     return out + [.event(.linkFailed(id, "connected to itself")), .close(id)]
+                }
+                if refusedPeers.contains(peer) {
+                    links[id] = nil
+                    return out + [
+                        .event(.linkFailed(id, "refused: \(peer.publicKey.fingerprint) is banned")), .close(id),
+                    ]
                 }
                 // One link per peer. When both dialled, both ends keep the link dialled by the smaller identity
                 // (a redial by the same side replaces the old link, which is probably dead).
@@ -230,7 +308,8 @@ public final class NodeCore {
     private func establish(
         _ id: LinkID, _ done: LinkEstablished, _ peer: AuthorID, initiatedBy: AuthorID, now: Duration
     ) -> [NodeAction] {
-        var session = SyncSession(source: StoreRecordSource(store: store))
+        var session = SyncSession(
+            source: StoreRecordSource(store: store), pushInterval: configuration.syncPushInterval)
         let start = session.start(now: now)
         links[id] = .established(
             Established(peer: peer, initiatedBy: initiatedBy, channel: done.channel, session: session))
@@ -245,6 +324,10 @@ public final class NodeCore {
         for event in events {
             guard case .established(var established) = links[id] else { break }
             switch event {
+            case .message(let message) where FileFrame.isFileFrame(message):
+                out += fileFrame(id, message, now: now)
+            case .message(let message) where TypingFrame.isTypingFrame(message):
+                out += typingFrame(id, message, now: now)
             case .message(let message):
                 let actions = established.session.receive(message: message, now: now)
                 links[id] = .established(established)
@@ -254,9 +337,9 @@ public final class NodeCore {
                 out += [.event(.peerDown(established.peer, id)), .close(id)]
             case .failed(let error):
                 links[id] = nil
-                out += [
-                    .event(.linkFailed(id, "channel: \(error)")), .event(.peerDown(established.peer, id)), .close(id),
-                ]
+                out.append(.event(.linkFailed(id, "channel: \(error)")))
+                if let misbehaviour = Misbehaviour(channel: error) { out.append(.event(.misbehaved(id, misbehaviour))) }
+                out += [.event(.peerDown(established.peer, id)), .close(id)]
             }
         }
         return out
@@ -267,27 +350,18 @@ public final class NodeCore {
     private func syncActions(_ id: LinkID, _ actions: [SyncAction], now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
         for action in actions {
-            guard case .established(var established) = links[id] else { break }
+            guard case .established(let established) = links[id] else { break }
             switch action {
             case .send(let message):
-                do {
-                    let bytes = try established.channel.send(message)
-                    links[id] = .established(established)
-                    out.append(.send(id, bytes))
-                } catch {
-                    links[id] = nil
-                    return out + [.event(.linkFailed(id, "send: \(error)")), .close(id)]
-                }
+                out += sendApplicationMessage(message, on: id)
             case .deliver(let records):
-                out += ingest(records, from: id, now: now)
+                deliveries.append((id, records))
             case .caughtUp:
                 out.append(.event(.caughtUp(established.peer)))
             case .progress(let received, let expected):
                 out.append(.event(.syncProgress(established.peer, received: received, expected: expected)))
             case .close(let error):
-                links[id] = nil
-                if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
-                out += [.event(.linkFailed(id, "sync: \(error)")), .event(.peerDown(established.peer, id)), .close(id)]
+                out += failLink(id, error)
             }
         }
         return out
@@ -295,12 +369,24 @@ public final class NodeCore {
 
     // MARK: - Ingest
 
+    /// Ingests what the sessions delivered during this input, each link's consecutive deliveries in one transaction.
+    private func ingestDeliveries(now: Duration) -> [NodeAction] {
+        var out = [NodeAction]()
+        while let id = deliveries.first?.link {
+            let run = deliveries.prefix { $0.link == id }.map(\.records)
+            deliveries.removeFirst(run.count)
+            out += ingest(run, from: id, now: now)
+        }
+        return out
+    }
+
     /// Ingests records delivered by a link's session, replays buffered successors, reports outcomes to that
-    /// session and pushes what was stored to every other session.
-    private func ingest(_ records: [[UInt8]], from id: LinkID, now: Duration) -> [NodeAction] {
+    /// session (one report per delivery, in order) and pushes what was stored to every other session.
+    private func ingest(_ delivered: [[[UInt8]]], from id: LinkID, now: Duration) -> [NodeAction] {
+        let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
         let report: IngestReport
         do {
-            report = try store.ingest(records, receivedAtMillis: Int64(now.components.seconds * 1_000))
+            report = try store.ingest(records, receivedAtMillis: wallClockMillis(now))
         } catch {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
@@ -321,19 +407,29 @@ public final class NodeCore {
                 break
             }
         }
-        if case .established(var established) = links[id] {
-            let actions = established.session.ingested(report.outcomes.map(SyncIngestOutcome.init), now: now)
+        var offset = 0
+        for delivery in delivered {
+            guard case .established(var established) = links[id] else { break }
+            let outcomes = report.outcomes[offset..<(offset + delivery.count)]
+            offset += delivery.count
+            let actions = established.session.ingested(outcomes.map(SyncIngestOutcome.init), now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
         }
-        let drained = drainCausalBuffer()
+        let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
         stored += drained.stored
         out += storedLocally(stored, except: nil, now: now)
         let applied = report.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
-        out += refreshConversations()
+        out += conversationsMayHaveChanged(now: now)
         return out
+    }
+
+    /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
+    func wallClockMillis(_ now: Duration) -> Int64 {
+        configuration.clockOriginMillis + now.components.seconds * 1_000 + now.components.attoseconds
+            / 1_000_000_000_000_000
     }
 
     private func buffer(_ record: Record, missingFrom: UInt64) {
@@ -345,7 +441,7 @@ public final class NodeCore {
     }
 
     /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
-    private func drainCausalBuffer() -> (stored: [StoredRecord], applied: [RecordID]) {
+    private func drainCausalBuffer(now: Duration) -> (stored: [StoredRecord], applied: [RecordID]) {
         var stored = [StoredRecord]()
         var applied = [RecordID]()
         var progress = true
@@ -363,7 +459,8 @@ public final class NodeCore {
                 guard let bytes = causalBuffer[feed]?[next] else { continue }
                 causalBuffer[feed]![next] = nil
                 bufferedCount -= 1
-                if let report = try? store.ingest([bytes], receivedAtMillis: 0), case .stored = report.outcomes[0],
+                if let report = try? store.ingest([bytes], receivedAtMillis: wallClockMillis(now)),
+                    case .stored = report.outcomes[0],
                     let record = try? Record.decode(bytes)
                 {
                     stored.append(StoredRecord(record))
@@ -389,7 +486,21 @@ public final class NodeCore {
         return out
     }
 
-    private func refreshConversations() -> [NodeAction] {
+    /// Records were stored: refresh the conversation tables now, or when the refresh delay (or the driver) says.
+    private func conversationsMayHaveChanged(now: Duration) -> [NodeAction] {
+        if refreshAt == nil { refreshAt = now + (configuration.conversationRefreshDelay ?? .zero) }
+        return configuration.conversationRefreshDelay == .zero ? refreshPending() : []
+    }
+
+    /// Whether records were stored since the conversation tables were last brought up to date.
+    public var isRefreshPending: Bool { refreshAt != nil }
+
+    /// Brings the conversation tables up to date now if records were stored since the last refresh, and reports
+    /// what changed: the node actor after each turn (`conversationRefreshDelay` nil), and for a reader (the REPL)
+    /// about to query them, so what it reads is never behind what it was told.
+    public func refreshPending() -> [NodeAction] {
+        guard refreshAt != nil else { return [] }
+        refreshAt = nil
         guard let changes = try? conversations.refreshChanged() else { return [] }
         return changes.keys.sorted().compactMap { conversation in
             let change = changes[conversation]!
@@ -398,10 +509,49 @@ public final class NodeCore {
         }
     }
 
+    // MARK: - Link access for file transfer (NodeCore+Files.swift)
+
+    /// Established links and their peers.
+    var establishedLinks: [LinkID: AuthorID] {
+        var result = [LinkID: AuthorID]()
+        for (id, link) in links {
+            if case .established(let established) = link { result[id] = established.peer }
+        }
+        return result
+    }
+
+    /// Sends one application message on an established link (nothing if the link is gone): a session's, a file
+    /// frame or a TYPING frame.
+    func sendApplicationMessage(_ message: [UInt8], on id: LinkID) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        do {
+            let bytes = try established.channel.send(message)
+            messagesSentByKind[SyncFrameKind.name(of: message), default: 0] += 1
+            links[id] = .established(established)
+            return [.send(id, bytes)]
+        } catch {
+            links[id] = nil
+            return [.event(.linkFailed(id, "send: \(error)")), .event(.peerDown(established.peer, id)), .close(id)]
+        }
+    }
+
+    /// Closes an established link on a sync failure (a session's `close`, a malformed TYPING or file frame): with a
+    /// goodbye, so the peer knows it was us, and a `misbehaved` event when the failure is the peer's fault.
+    func failLink(_ id: LinkID, _ error: SyncError) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        links[id] = nil
+        var out = [NodeAction]()
+        if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
+        out.append(.event(.linkFailed(id, "sync: \(error)")))
+        if let misbehaviour = Misbehaviour(sync: error) { out.append(.event(.misbehaved(id, misbehaviour))) }
+        return out + [.event(.peerDown(established.peer, id)), .close(id)]
+    }
+
     // MARK: - Time
 
     private func tick(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
+        if let refreshDeadline, now >= refreshDeadline { out += refreshPending() }
         for id in links.keys.sorted() {
             switch links[id] {
             case .handshaking(_, let openedAt) where now >= openedAt + configuration.handshakeTimeout:
@@ -415,6 +565,40 @@ public final class NodeCore {
                 break
             }
         }
+        out += typingTick(now: now)
         return out
+    }
+}
+
+// MARK: - Which failures are misbehaviour
+
+extension Misbehaviour {
+    /// A handshake failure that an honest peer never causes; nil for cuts, closes and version mismatches.
+    init?(handshake error: LinkError) {
+        switch error {
+        case .wrongNetworkKey: self.init(.wrongNetworkKey, "\(error)")
+        case .decryptFailed, .truncated, .frameTooLarge, .messageTooLarge, .malformedPayload, .unexpectedMessage,
+            .badIdentityBinding, .weakPeerKey:
+            self.init(.failedHandshake, "\(error)")
+        case .noCommonVersion, .nonceExhausted, .peerClosedHandshake, .cut, .closed: return nil
+        }
+    }
+
+    /// A secure-channel failure that an honest peer never causes (TCP does not corrupt, reorder or replay bytes).
+    init?(channel error: LinkError) {
+        switch error {
+        case .decryptFailed, .truncated, .frameTooLarge, .messageTooLarge, .malformedPayload, .unexpectedMessage,
+            .badIdentityBinding, .weakPeerKey, .wrongNetworkKey:
+            self.init(.malformedFrame, "\(error)")
+        case .noCommonVersion, .nonceExhausted, .peerClosedHandshake, .cut, .closed: return nil
+        }
+    }
+
+    /// A sync failure that is the peer's fault (docs/protocol.md §3.5); nil for a timeout (redial instead).
+    init?(sync error: SyncError) {
+        switch error {
+        case .malformed, .invalidRecord: self.init(.protocolViolation, "\(error)")
+        case .timeout: return nil
+        }
     }
 }

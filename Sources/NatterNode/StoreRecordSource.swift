@@ -23,7 +23,7 @@ struct StoreRecordSource: RecordSource {
     }
 
     func records(conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int) -> [[UInt8]] {
-        ((try? store.records(conversation: conversation, author: author, from: from, limit: limit)) ?? []).map(\.bytes)
+        (try? store.recordBytes(conversation: conversation, author: author, from: from, limit: limit)) ?? []
     }
 }
 

@@ -15,6 +15,13 @@ public struct ConversationRow: Hashable, Sendable {
     /// The last message's first 100 characters ("Name: text" in groups), or nil.
     public let preview: String?
     public let unread: Int
+    /// Local setting: muted until this time (ms), `Int64.max` for ever; nil when not muted. See `isMuted(at:)`.
+    public let mutedUntilMillis: Int64?
+    /// Local setting: archived, and no new line since (the list leaves it out unless asked).
+    public let archived: Bool
+
+    /// Whether notices for this conversation are silenced at `nowMillis`.
+    public func isMuted(at nowMillis: Int64) -> Bool { mutedUntilMillis.map { nowMillis < $0 } ?? false }
 }
 
 /// A line of a conversation's history.
@@ -34,6 +41,9 @@ public struct TimelineRow: Hashable, Sendable {
     public let retracted: Bool
     /// The creation time clamped between the causal predecessors' and the local receive time.
     public let displayedAtMillis: Int64
+    /// For a file message: what to show of the file (SPEC F13). `Conversations.fileStatus` tells how much of it
+    /// this node holds.
+    public var file: FileSummary? = nil
 
     /// A cursor for the page of older lines before this one.
     public var cursor: TimelineCursor { TimelineCursor(lamport: lamport, id: id) }
@@ -67,7 +77,8 @@ extension Conversations {
     public func refresh(_ conversation: ConversationID) throws -> TimelineChanges {
         let snapshot = try snapshot(of: conversation)
         let state = snapshot.state
-        let received = try store.receiveTimes(of: conversation)
+        // Arrival times are read for conversations with rows to write (not for those this node only relays).
+        let received = state.kind == nil ? [:] : try store.receiveTimes(of: conversation)
         // Names are read before the write transaction (database methods are not reentrant).
         var people = Set(state.members.keys)
         for item in state.timeline {
@@ -106,8 +117,10 @@ extension Conversations {
                 sql: "DELETE FROM reaction WHERE message IN (SELECT id FROM timeline WHERE conversation = ?)",
                 arguments: [key])
             try db.execute(sql: "DELETE FROM timeline WHERE conversation = ?", arguments: [key])
+            try db.execute(sql: "DELETE FROM timeline_file WHERE conversation = ?", arguments: [key])
             guard let kind = state.kind else {
                 try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
+                try SearchIndex.update(conversation: key, to: [], in: db)
                 return changes
             }
             for (epoch, epochKey) in snapshot.keys {
@@ -145,19 +158,39 @@ extension Conversations {
             var preview: String?
             let myRead = state.receipts[identity.author]?.read ?? VectorClock()
             var unread = 0
+            var documents = [SearchIndex.Document]()
             for item in state.timeline {
                 let arrived = received[item.id] ?? 0
                 lastActivity = max(lastActivity, arrived)
                 switch item {
                 case .message(let message):
+                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
                     try insert.execute(arguments: [
                         Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
                         message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
-                        message.editCount, message.deleted, false, min(message.displayedAtMillis, max(arrived, 0)),
-                        arrived,
+                        message.editCount, message.deleted, false, displayed, arrived,
                     ])
+                    if let file = message.file {
+                        try db.execute(
+                            sql: """
+                                INSERT INTO timeline_file (id, conversation, name, media_type, size, chunk_count)
+                                VALUES (?, ?, ?, ?, ?, ?)
+                                """,
+                            arguments: [
+                                Data(message.id.bytes), key, file.name, file.mediaType, Int64(file.size),
+                                file.chunks.count,
+                            ])
+                    }
                     if !message.deleted {
-                        let text = String(message.text.prefix(Self.previewCharacters))
+                        // A file message has no text: its file name is what search finds.
+                        let searchable = message.file?.name ?? message.text
+                        if !searchable.isEmpty {
+                            documents.append(
+                                SearchIndex.Document(
+                                    message: Data(message.id.bytes), text: searchable, shownMillis: displayed))
+                        }
+                        let line = message.file.map { "[file] \($0.name)" } ?? message.text
+                        let text = String(line.prefix(Self.previewCharacters))
                         preview = kind == .group ? "\(name(message.author)): \(text)" : text
                     }
                     if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
@@ -188,6 +221,12 @@ extension Conversations {
                     state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
                     Data(state.digest()), lastActivity, preview, unread,
                 ])
+            try SearchIndex.update(conversation: key, to: documents, in: db)
+            // New activity brings an archived conversation back into the list (a first fill is not activity).
+            if !shown.isEmpty && !changes.added.isEmpty {
+                try db.execute(
+                    sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
+            }
             return changes
         }
     }
@@ -219,29 +258,42 @@ extension Conversations {
     }
 
     /// Every conversation this node can read, most recent activity first; `filter` matches titles and names.
-    public func conversationList(filter: String? = nil) throws -> [ConversationRow] {
+    /// Archived conversations are left out unless `includeArchived` (resolving a name the user typed should
+    /// include them).
+    public func conversationList(filter: String? = nil, includeArchived: Bool = false) throws -> [ConversationRow] {
         try store.writer.read { db in
-            var sql = "SELECT id, kind, title, is_member, last_activity_ms, preview, unread FROM conversation"
-            var arguments: StatementArguments = []
+            var sql = """
+                SELECT id, kind, title, is_member, last_activity_ms, preview, unread, s.muted_until_ms,
+                    COALESCE(s.archived, 0)
+                FROM conversation LEFT JOIN conversation_setting s ON s.conversation = conversation.id
+                WHERE (? OR COALESCE(s.archived, 0) = 0)
+                """
+            var arguments: StatementArguments = [includeArchived]
             if let filter, !filter.isEmpty {
-                sql += " WHERE title LIKE ? ESCAPE '\\'"
+                sql += " AND title LIKE ? ESCAPE '\\'"
                 let escaped = filter.replacingOccurrences(of: "\\", with: "\\\\")
                     .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
-                arguments = ["%\(escaped)%"]
+                arguments += ["%\(escaped)%"]
             }
             sql += " ORDER BY last_activity_ms DESC, id"
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 ConversationRow(
                     id: ConversationID(bytes: row[0] as Data), kind: ConversationKind(rawValue: UInt8(row[1] as Int))!,
-                    title: row[2], isMember: row[3], lastActivityMillis: row[4], preview: row[5], unread: row[6])
+                    title: row[2], isMember: row[3], lastActivityMillis: row[4], preview: row[5], unread: row[6],
+                    mutedUntilMillis: row[7], archived: row[8])
             }
         }
     }
 
-    /// Total unread messages across conversations (the prompt's counter).
+    /// Total unread messages across the conversations the list shows (not archived): the prompt's counter.
     public func totalUnread() throws -> Int {
         try store.writer.read { db in
-            try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread), 0) FROM conversation") ?? 0
+            try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT COALESCE(SUM(unread), 0) FROM conversation
+                    WHERE id NOT IN (SELECT conversation FROM conversation_setting WHERE archived = 1)
+                    """) ?? 0
         }
     }
 
@@ -250,26 +302,63 @@ extension Conversations {
         throws -> [TimelineRow]
     {
         try store.writer.read { db in
-            var sql = """
-                SELECT id, author, lamport, is_system, text, system_change, reply_to, edit_count, deleted, displayed_ms,
-                    retracted
-                FROM timeline WHERE conversation = ?
-                """
+            var sql = "SELECT \(Self.timelineColumns) FROM \(Self.timelineTables) WHERE t.conversation = ?"
             var arguments: StatementArguments = [Data(conversation.bytes)]
             if let cursor {
-                sql += " AND (lamport < ? OR (lamport = ? AND id < ?))"
+                sql += " AND (t.lamport < ? OR (t.lamport = ? AND t.id < ?))"
                 arguments += [Int64(cursor.lamport), Int64(cursor.lamport), Data(cursor.id.bytes)]
             }
-            sql += " ORDER BY lamport DESC, id DESC LIMIT ?"
+            sql += " ORDER BY t.lamport DESC, t.id DESC LIMIT ?"
             arguments += [limit]
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map { row in
-                TimelineRow(
-                    id: RecordID(bytes: row[0] as Data), author: AuthorID(bytes: row[1] as Data),
-                    lamport: UInt64(row[2] as Int64), isSystem: row[3], text: row[4], systemText: row[5],
-                    replyTo: (row[6] as Data?).map { RecordID(bytes: $0) }, editCount: row[7], deleted: row[8],
-                    retracted: row[10], displayedAtMillis: row[9])
-            }
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map(Self.timelineRow)
         }
+    }
+
+    /// Up to `limit` lines around `message` (about half before it, it, then the rest after), oldest first: where
+    /// opening a search hit jumps to. Older pages continue with `history(_:before:)` from the first line's cursor.
+    /// Empty when the conversation shows no such line.
+    public func history(_ conversation: ConversationID, around message: RecordID, limit: Int = pageSize) throws
+        -> [TimelineRow]
+    {
+        let key = Data(conversation.bytes)
+        let lamport = try store.writer.read { db in
+            try Int64.fetchOne(
+                db, sql: "SELECT lamport FROM timeline WHERE id = ? AND conversation = ?",
+                arguments: [Data(message.bytes), key])
+        }
+        guard let lamport, limit > 0 else { return [] }
+        let at = TimelineCursor(lamport: UInt64(lamport), id: message)
+        let after = try store.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.timelineColumns) FROM \(Self.timelineTables)
+                    WHERE t.conversation = ? AND (t.lamport > ? OR (t.lamport = ? AND t.id >= ?))
+                    ORDER BY t.lamport, t.id LIMIT ?
+                    """,
+                arguments: [key, lamport, lamport, Data(message.bytes), limit - limit / 2]
+            ).map(Self.timelineRow)
+        }
+        return try history(conversation, before: at, limit: limit - after.count) + after
+    }
+
+    /// What a `TimelineRow` is read from (`timelineRow` maps the columns).
+    private static let timelineColumns = """
+        t.id, t.author, t.lamport, t.is_system, t.text, t.system_change, t.reply_to, t.edit_count,
+            t.deleted, t.displayed_ms, t.retracted, f.name, f.media_type, f.size, f.chunk_count
+        """
+    private static let timelineTables = "timeline t LEFT JOIN timeline_file f ON f.id = t.id"
+
+    private static func timelineRow(_ row: Row) -> TimelineRow {
+        let name: String? = row[11]
+        return TimelineRow(
+            id: RecordID(bytes: row[0] as Data), author: AuthorID(bytes: row[1] as Data),
+            lamport: UInt64(row[2] as Int64), isSystem: row[3], text: row[4], systemText: row[5],
+            replyTo: (row[6] as Data?).map { RecordID(bytes: $0) }, editCount: row[7], deleted: row[8],
+            retracted: row[10], displayedAtMillis: row[9],
+            file: name.map {
+                FileSummary(name: $0, mediaType: row[12], size: UInt64(row[13] as Int64), chunkCount: row[14])
+            })
     }
 
     private func describe(_ event: SystemEvent, name: (AuthorID) -> String) -> String {

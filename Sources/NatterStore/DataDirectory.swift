@@ -42,7 +42,14 @@ public struct DataDirectory: Sendable {
         } catch {
             throw .fileSystem(path: path, reason: "cannot create directory (\(error.localizedDescription))")
         }
-        if !existed { try Self.syncDirectory((path as NSString).deletingLastPathComponent) }
+        if !existed { try Self.syncDirectory(parent) }
+    }
+
+    /// The directory that holds this one (`.` for a one-word relative path; Foundation's
+    /// `deletingLastPathComponent` traps on those).
+    var parent: String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// fsync on a directory: makes the names created in it durable (file contents are synced separately).

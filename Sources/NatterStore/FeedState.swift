@@ -53,13 +53,15 @@ public struct FeedState: Equatable, Sendable {
     }
 
     static func fetchAll(_ db: Database, conversation: ConversationID?) throws -> [FeedState] {
+        // Cached statements: these run for every ingested batch and every sync read, and preparing the SQL each
+        // time cost as much as running it (a quarter of the lab's time, measured with perf).
         if let conversation {
             return try Row.fetchAll(
-                db, sql: "SELECT \(columns) FROM feed WHERE conversation = ? ORDER BY author",
+                db.cachedStatement(sql: "SELECT \(columns) FROM feed WHERE conversation = ? ORDER BY author"),
                 arguments: [Data(conversation.bytes)]
             ).map(FeedState.init(row:))
         }
-        return try Row.fetchAll(db, sql: "SELECT \(columns) FROM feed ORDER BY conversation, author")
+        return try Row.fetchAll(db.cachedStatement(sql: "SELECT \(columns) FROM feed ORDER BY conversation, author"))
             .map(FeedState.init(row:))
     }
 

@@ -43,7 +43,7 @@ struct IngestSession {
     private mutating func feed(_ key: FeedKey) throws -> FeedState {
         if let cached = cache[key] { return cached }
         let row = try Row.fetchOne(
-            db, sql: "SELECT \(FeedState.columns) FROM feed WHERE conversation = ? AND author = ?",
+            db.cachedStatement(sql: "SELECT \(FeedState.columns) FROM feed WHERE conversation = ? AND author = ?"),
             arguments: [Data(key.conversation.bytes), Data(key.author.bytes)])
         let state = row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
         cache[key] = state
@@ -150,7 +150,7 @@ struct IngestSession {
     private func recordID(at position: Position) throws -> RecordID? {
         if let (_, id) = fresh[position] { return id }
         return try Data.fetchOne(
-            db, sql: "SELECT id FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+            db.cachedStatement(sql: "SELECT id FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
             arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)]
         ).map { RecordID(bytes: Array($0)) }
     }
@@ -158,20 +158,22 @@ struct IngestSession {
     private func header(at position: Position) throws -> (RecordHeader, RecordID) {
         if let cached = fresh[position] { return cached }
         guard
-            let bytes = try Data.fetchOne(
-                db, sql: "SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT id, bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
                 arguments: [
                     Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
                 ])
         else { preconditionFailure("feed row claims a record that is not stored: \(position)") }
-        let record = try NatterModel.Record.decode(Array(bytes))
-        return (record.header, record.id)
+        // Stored records were checked when they arrived: parsing the header is enough.
+        return (try RecordCodec.storedHeader(Array(row[1] as Data)), RecordID(bytes: row[0] as Data))
     }
 
     private func lamport(at position: Position) throws -> UInt64 {
         if let (header, _) = fresh[position] { return header.lamport }
         let value = try Int64.fetchOne(
-            db, sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?",
+            db.cachedStatement(
+                sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
             arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)])
         guard let value else { preconditionFailure("applied record missing at \(position)") }
         return UInt64(value)
@@ -206,9 +208,8 @@ struct IngestSession {
         }
         // Mark conversations whose applied records changed, in this same transaction, for the derived tables.
         for conversation in changedConversations.union(rebuilt).sorted() {
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)",
-                arguments: [Data(conversation.bytes)])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)")
+                .execute(arguments: [Data(conversation.bytes)])
         }
         touched = [:]
         needsRebuild = []

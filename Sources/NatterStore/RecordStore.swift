@@ -97,59 +97,68 @@ public final class RecordStore: Sendable {
 
     /// Checks and stores a batch of records received from elsewhere, in one transaction.
     ///
-    /// Decoding and signature checks run before the transaction; chain checks, inserts and the applied-prefix
-    /// update run inside it. The same record delivered any number of times is stored once.
+    /// Decoding and signature checks (the dominant cost) run on every core, chunk by chunk, while the calling thread
+    /// applies the chain checks and inserts to the chunks already checked, inside the transaction; the applied-prefix
+    /// update follows. Results are consumed in input order, so the outcome is the same as checking one record after
+    /// the other. The same record delivered any number of times is stored once.
     public func ingest(_ batch: [[UInt8]], receivedAtMillis: Int64) throws(StoreError) -> IngestReport {
-        var outcomes = [IngestOutcome?](repeating: nil, count: batch.count)
-        var records = [(Int, NatterModel.Record)]()
-        records.reserveCapacity(batch.count)
-        for (index, decoded) in Self.decodeAndVerify(batch).enumerated() {
-            switch decoded {
-            case .success(let record): records.append((index, record))
-            case .failure(let error): outcomes[index] = .rejected(error)
-            }
-        }
-        let result: (outcomes: [(Int, IngestOutcome)], applied: [RecordID], rebuilt: [ConversationID])
+        // A record whose id is stored already is a byte-for-byte copy of one verified before (the id hashes the
+        // whole encoding): it is a duplicate without decoding or checking its signature again. Gossip delivers
+        // most records more than once, so this skips most signature checks on a busy group.
+        let ids = batch.map { RecordID.of($0) }
+        let stored: Set<Int>
         do {
-            result = try writer.write { db in
-                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
-                var stored = [(Int, IngestOutcome)]()
-                for (index, record) in records {
-                    stored.append((index, try session.store(record)))
+            stored = try writer.read { db in
+                let statement = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
+                var found = Set<Int>()
+                for (index, id) in ids.enumerated()
+                where try Int.fetchOne(statement, arguments: [Data(id.bytes)]) != nil {
+                    found.insert(index)
                 }
-                let (applied, rebuilt) = try session.finish()
-                return (stored, applied, rebuilt)
+                return found
             }
         } catch {
             throw .database("\(error)")
         }
-        for (index, outcome) in result.outcomes { outcomes[index] = outcome }
-        return IngestReport(outcomes: outcomes.map { $0! }, applied: result.applied, rebuilt: result.rebuilt)
-    }
-
-    /// Below this many records a batch is verified on the calling thread; above, on every core.
-    static let parallelVerifyThreshold = 32
-
-    /// Decodes and verifies every record of `batch`, spreading signature checks (the dominant cost) over all cores.
-    private static func decodeAndVerify(_ batch: [[UInt8]]) -> [Result<NatterModel.Record, RecordFormatError>] {
-        if batch.count < parallelVerifyThreshold {
-            return batch.map { bytes in Result { () throws(RecordFormatError) in try .decodeVerified(bytes) } }
-        }
-        let results = UnsafeMutableBufferPointer<Result<NatterModel.Record, RecordFormatError>?>.allocate(
-            capacity: batch.count)
-        results.initialize(repeating: nil)
-        defer { results.deallocate() }
-        let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
-        let chunk = (batch.count + workers - 1) / workers
-        nonisolated(unsafe) let output = results
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            // Each worker writes only its own disjoint range of `output`.
-            for index in (worker * chunk)..<min(batch.count, (worker + 1) * chunk) {
-                output[index] = Result { () throws(RecordFormatError) in try .decodeVerified(batch[index]) }
+        let fresh = batch.indices.filter { !stored.contains($0) }.map { batch[$0] }
+        if fresh.isEmpty { return IngestReport(outcomes: ids.map { .duplicate($0) }, applied: [], rebuilt: []) }
+        let verification =
+            fresh.count >= Self.parallelVerifyThreshold
+            ? ParallelVerification(fresh, workerCount: ProcessInfo.processInfo.activeProcessorCount) : nil
+        let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+        do {
+            result = try writer.write { db in
+                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+                var outcomes = [IngestOutcome]()
+                outcomes.reserveCapacity(fresh.count)
+                func take(_ decoded: Result<NatterModel.Record, RecordFormatError>) throws {
+                    switch decoded {
+                    case .success(let record): outcomes.append(try session.store(record))
+                    case .failure(let error): outcomes.append(.rejected(error))
+                    }
+                }
+                if let verification {
+                    try verification.forEachInOrder(take)
+                } else {
+                    for bytes in fresh {
+                        try take(Result { () throws(RecordFormatError) in try .decodeVerified(bytes) })
+                    }
+                }
+                let (applied, rebuilt) = try session.finish()
+                return (outcomes, applied, rebuilt)
             }
+        } catch {
+            throw .database("\(error)")
         }
-        return results.map { $0! }
+        // Back in input order: the copies already stored, and the outcomes of the rest.
+        var freshOutcomes = result.outcomes.makeIterator()
+        let outcomes = batch.indices.map { stored.contains($0) ? .duplicate(ids[$0]) : freshOutcomes.next()! }
+        return IngestReport(outcomes: outcomes, applied: result.applied, rebuilt: result.rebuilt)
     }
+
+    /// Below this many records a batch is checked on the calling thread (a live message: no hand-off to other
+    /// threads); from this many on, on every core while the caller inserts (`ParallelVerification`).
+    static let parallelVerifyThreshold = 32
 
     // MARK: - Own records
 
@@ -214,13 +223,30 @@ public final class RecordStore: Sendable {
     ) throws -> [NatterModel.Record] {
         try writer.read { db in
             try Data.fetchAll(
-                db,
+                db.cachedStatement(
+                    sql: """
+                        SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
+                        ORDER BY sequence LIMIT ?
+                        """),
+                arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
+            ).map { try NatterModel.Record.decode(Array($0)) }
+        }
+    }
+
+    /// The canonical bytes of up to `limit` records of one feed from sequence `from` on, in sequence order: what sync
+    /// streams, without decoding (the receiver checks every record anyway).
+    public func recordBytes(
+        conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
+    ) throws -> [[UInt8]] {
+        try writer.read { db in
+            let statement = try db.cachedStatement(
                 sql: """
                     SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
                     ORDER BY sequence LIMIT ?
-                    """,
-                arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
-            ).map { try NatterModel.Record.decode(Array($0)) }
+                    """)
+            return try Data.fetchAll(
+                statement, arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
+            ).map { Array($0) }
         }
     }
 

@@ -129,6 +129,92 @@ enum Schema {
                 ) WITHOUT ROWID
                 """)
         }
+        migrator.registerMigration("v4-file-chunks") { db in
+            // Encrypted file chunks (SPEC F13), by content address (BLAKE2b-256 of the ciphertext). Outside the
+            // record log and its feeds: served to any peer that asks, droppable at any time without touching a feed.
+            try db.execute(
+                sql: """
+                    CREATE TABLE chunk (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        bytes BLOB NOT NULL,
+                        stored_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+            // What the timeline shows of a file message (derived, like `timeline`; the key and chunk ids stay in the
+            // encrypted record and are read from the conversation state when needed).
+            try db.execute(
+                sql: """
+                    CREATE TABLE timeline_file (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        conversation BLOB NOT NULL,
+                        name TEXT NOT NULL,
+                        media_type TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        chunk_count INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX timeline_file_by_conversation ON timeline_file (conversation);
+                    """)
+        }
+        migrator.registerMigration("v5-search-and-local-settings") { db in
+            // The full-text index (SPEC F14): one row per message this node can read and show — current text, not
+            // deleted, not retracted — maintained by `Conversations.refresh` beside the timeline, so it is a cache
+            // of the derived state like the timeline itself and never holds ciphertext.
+            //
+            // rowid = (shown time in ms << 20) + n: FTS5 walks its doclists in rowid order, so "newest first, the
+            // first 50" is an index walk that stops early instead of a sort of every match (docs/performance.md).
+            // `scope` is one token naming the conversation ("c" + 16 hex digits of its id), so a search in one
+            // conversation intersects doclists instead of filtering every match.
+            try db.execute(
+                sql: """
+                    CREATE TABLE search_document (
+                        rowid INTEGER PRIMARY KEY,
+                        message BLOB NOT NULL UNIQUE,
+                        conversation BLOB NOT NULL,
+                        scope TEXT NOT NULL,
+                        text TEXT NOT NULL
+                    );
+                    CREATE INDEX search_document_by_conversation ON search_document (conversation);
+                    CREATE VIRTUAL TABLE message_search USING fts5(
+                        text, scope,
+                        content = 'search_document', content_rowid = 'rowid',
+                        tokenize = 'unicode61 remove_diacritics 2'
+                    );
+                    CREATE TRIGGER search_document_inserted AFTER INSERT ON search_document BEGIN
+                        INSERT INTO message_search (rowid, text, scope) VALUES (new.rowid, new.text, new.scope);
+                    END;
+                    CREATE TRIGGER search_document_deleted AFTER DELETE ON search_document BEGIN
+                        INSERT INTO message_search (message_search, rowid, text, scope)
+                        VALUES ('delete', old.rowid, old.text, old.scope);
+                    END;
+                    """)
+            // Backfill from the timeline an older database already holds (a conversation still marked dirty is
+            // brought up to date by the next refresh, which diffs the index against the derived state). A file
+            // message is found by its file name.
+            let lines = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT t.id, t.conversation, COALESCE(f.name, t.text), t.displayed_ms
+                    FROM timeline t LEFT JOIN timeline_file f ON f.id = t.id
+                    WHERE t.is_system = 0 AND t.deleted = 0 AND t.retracted = 0 AND COALESCE(f.name, t.text) <> ''
+                    ORDER BY t.conversation, t.lamport, t.id
+                    """)
+            for line in lines {
+                try SearchIndex.insert(
+                    SearchIndex.Document(message: line[0], text: line[2], shownMillis: line[3]),
+                    conversation: line[1], in: db)
+            }
+            // Local, per-node settings of a conversation (SPEC F5): never synced, never part of any digest.
+            // muted_until_ms: NULL = not muted, 9223372036854775807 (Int64.max) = muted for ever; archived: hidden
+            // from the list until a new line arrives (the refresh that adds it clears the flag).
+            try db.execute(
+                sql: """
+                    CREATE TABLE conversation_setting (
+                        conversation BLOB PRIMARY KEY NOT NULL,
+                        muted_until_ms INTEGER,
+                        archived INTEGER NOT NULL DEFAULT 0
+                    ) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 }

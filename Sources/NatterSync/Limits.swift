@@ -60,6 +60,14 @@ public enum Limits {
     /// message per four batches instead of one per batch, and the sender never stalls while the receiver is busy.
     public static let syncCreditReturnBatches = syncWindowBatches / 2
 
+    /// Least time between two RECORDS messages on a link when the first was not full: 50 ms. Live push otherwise
+    /// sends one frame per record per link; holding for a moment lets a burst (one incoming batch fanned out, a
+    /// busy group) share a frame, and a record the peer sends us meanwhile is not sent back. A record after a quiet
+    /// spell goes at once, and a full batch is followed at once (catch-up and repair are not slowed), so the hold
+    /// costs at most this much per hop, only under load. In the lab's 25-node, 100 ops/s setting every frame of
+    /// live push carries several records (docs/performance.md).
+    public static let syncPushInterval: Duration = .milliseconds(50)
+
     /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64

@@ -64,6 +64,8 @@ private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
 public func llvmFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
     _ = fuzzRecordDecoder(bytes)
+    fuzzFileDecoders(bytes)
+    fuzzTypingDecoder(bytes)
     return 0
 }
 
@@ -90,6 +92,8 @@ struct CorpusReplayer {
                     exit(2)
                 }
                 counts.files += 1
+                fuzzFileDecoders(Array(data))
+                fuzzTypingDecoder(Array(data))
                 switch fuzzRecordDecoder(Array(data)) {
                 case .rejected(let error): rejections[ruleName(error), default: 0] += 1
                 case .decoded: counts.decoded += 1

@@ -6,7 +6,7 @@ import NatterStore
 
 /// `natter bench`: the machine's physical limits beside natter's own ingest rate, measured in the same run, so
 /// later work can be judged against them (docs/performance.md).
-struct BenchCommand: ParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Ed25519 verification, SQLite inserts and full record ingest on this machine.")
@@ -29,21 +29,51 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Benchmark the conversation queries instead: list and open with --messages across --conversations.")
     var queries = false
 
-    @Option(help: "Conversations for --queries.")
+    @Flag(help: "Benchmark full-text search instead: the --queries store, then searches (newest 50 hits each).")
+    var search = false
+
+    @Option(help: "Conversations for --queries and --search.")
     var conversations: Int = 100
 
-    @Option(help: "Messages in all for --queries.")
+    @Option(help: "Messages in all for --queries and --search.")
     var messages: Int = 100_000
 
+    @Option(help: "Timed rounds of each search for --search.")
+    var rounds: Int = 200
+
+    @Flag(help: "Also time a fresh node pulling --records records from another node over loopback TCP.")
+    var catchUp = false
+
+    @Flag(help: "Benchmark send → stored on another node over loopback instead, one message at a time.")
+    var sendLatency = false
+
+    @Option(help: "Messages for --send-latency.")
+    var probes: Int = 1_000
+
+    @Option(help: "Milliseconds between one message's arrival and the next send, for --send-latency.")
+    var pauseMs: Int = 20
+
     func validate() throws {
-        guard records >= 1, verifications >= 1, (1...Limits.dependenciesMax).contains(authors), batch >= 1 else {
-            throw ValidationError("counts must be positive and --authors at most \(Limits.dependenciesMax)")
+        guard records >= 1, verifications >= 1, rounds >= 1, conversations >= 1, messages >= conversations,
+            (1...Limits.dependenciesMax).contains(authors), batch >= 1, probes >= 1, pauseMs >= 0
+        else {
+            throw ValidationError(
+                "counts must be positive, --messages at least --conversations, and --authors at most "
+                    + "\(Limits.dependenciesMax)")
         }
     }
 
-    func run() throws {
+    func run() async throws {
         if queries {
             try runQueries()
+            return
+        }
+        if search {
+            try runSearch()
+            return
+        }
+        if sendLatency {
+            try await runSendLatency()
             return
         }
         let workload = BenchWorkload.make(records: records, authors: authors)
@@ -56,7 +86,18 @@ struct BenchCommand: ParsableCommand {
         }
         let insert = try measureInsert(workload.records)
         let ingest = try measureIngest(workload.records)
-        let results: [(String, Int, Double, String)] = [
+        var catchUpRate: Double?
+        if catchUp {
+            let result = try await withScratchDirectory { directory in
+                try await NetworkBench.catchUp(records: workload.records, in: directory)
+            }
+            guard result.recordsHeld == records, result.recordsApplied == records else {
+                throw ValidationError(
+                    "catch-up ended holding \(result.recordsHeld) and applying \(result.recordsApplied) of \(records)")
+            }
+            catchUpRate = Double(records) / max(result.seconds, 1e-9)
+        }
+        var results: [(String, Int, Double, String)] = [
             ("ed25519_verify", verifications, verify, "one core, \(sample.bytes.count)-byte records"),
             ("verify_all_cores", verifications, verifyAll, "\(cores) cores in parallel"),
             ("decode_verify", workload.records.count, decode, "decode + canonical check + signature, one core"),
@@ -69,6 +110,13 @@ struct BenchCommand: ParsableCommand {
                 "RecordStore.ingest, \(batch) per batch, \(authors) authors"
             ),
         ]
+        if let catchUpRate {
+            results.append(
+                (
+                    "catch_up", records, catchUpRate,
+                    "fresh node pulls over loopback TCP + Noise + sync, link up → caught up"
+                ))
+        }
         if json {
             let fields = results.map { "\"\($0.0)_per_second\": \(Int($0.1))" }.joined(separator: ", ")
             print(
@@ -88,6 +136,36 @@ struct BenchCommand: ParsableCommand {
         print(
             "full ingest reaches \(Int((ingest / limit * 100).rounded()))% of the lower physical limit "
                 + "(min of verify on all cores and insert)")
+        if let catchUpRate {
+            print("catch-up reaches \(Int((catchUpRate / limit * 100).rounded()))% of the lower physical limit")
+        }
+    }
+
+    private func runSendLatency() async throws {
+        let result = try await withScratchDirectory { directory in
+            try await NetworkBench.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
+        }
+        func quantiles(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            return String(
+                format: "p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms", sorted[sorted.count / 2],
+                sorted[sorted.count * 9 / 10], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!)
+        }
+        if json {
+            let sorted = result.millis.sorted()
+            let append = result.appendMillis.sorted()
+            print(
+                String(
+                    format: "{\"messages\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"append_p50_ms\": %.3f}",
+                    probes, sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
+                    append[append.count / 2]))
+            return
+        }
+        print(
+            "natter bench --send-latency: \(probes) messages one at a time (\(pauseMs) ms apart), two nodes over "
+                + "loopback TCP")
+        print("send → stored on the other node   " + quantiles(result.millis))
+        print("of which appendOwn (fsync) alone  " + quantiles(result.appendMillis))
     }
 
     private func runQueries() throws {
@@ -105,6 +183,35 @@ struct BenchCommand: ParsableCommand {
         print("list conversations   " + quantiles(result.listMillis))
         print("open (last 50)       " + quantiles(result.openMillis))
         print("filter the list      " + quantiles(result.filterMillis))
+    }
+
+    private func runSearch() throws {
+        let result = try withScratchDirectory {
+            try SearchBench(conversations: conversations, messages: messages, rounds: rounds).run(in: $0)
+        }
+        if json {
+            let cases = result.cases.map { item in
+                "{\"case\": \"\(item.name.replacingOccurrences(of: "\"", with: "\\\""))\", \"hits\": \(item.hits), "
+                    + String(
+                        format: "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}", item.millis[item.millis.count / 2],
+                        item.millis[item.millis.count * 99 / 100], item.millis.last!)
+            }
+            print(
+                "{\"messages\": \(messages), \"conversations\": \(conversations), \"rounds\": \(rounds), "
+                    + String(format: "\"populate_s\": %.1f, ", result.populateSeconds)
+                    + "\"cases\": [\(cases.joined(separator: ", "))]}")
+            return
+        }
+        print(
+            "natter bench --search: \(messages) messages in \(conversations) conversations, \(rounds) rounds each "
+                + String(format: "(populated in %.1f s)", result.populateSeconds))
+        for item in result.cases {
+            print(
+                item.name.padding(toLength: 46, withPad: " ", startingAt: 0) + "\(item.hits)".leftPadded(3) + " hits  "
+                    + String(
+                        format: "p50 %.2f ms  p99 %.2f ms  max %.2f ms", item.millis[item.millis.count / 2],
+                        item.millis[item.millis.count * 99 / 100], item.millis.last!))
+        }
     }
 
     /// Rate (per second) of `count` operations done by `body`.
@@ -165,11 +272,22 @@ struct BenchCommand: ParsableCommand {
     }
 
     private func withScratchDirectory<T>(_ body: (String) throws -> T) throws -> T {
+        let directory = try makeScratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try body(directory)
+    }
+
+    private func withScratchDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+        let directory = try makeScratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try await body(directory)
+    }
+
+    private func makeScratchDirectory() throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "natter-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(directory.path)
+        return directory.path
     }
 }
 

@@ -47,6 +47,13 @@ struct LabOptions: ParsableArguments {
     @Option(help: "Links a node dials towards.")
     var degreeTarget: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Least time between two record batches on a link under load (the nodes' push interval).",
+            valueName: "DURATION"),
+        transform: durationArgument)
+    var pushInterval: Duration?
+
     func apply(to configuration: inout LabConfiguration) {
         if let nodes { configuration.nodes = nodes }
         if let latency { configuration.latency = latency }
@@ -57,6 +64,7 @@ struct LabOptions: ParsableArguments {
         configuration.churn = churn
         if let degreeMax { configuration.degreeMax = degreeMax }
         if let degreeTarget { configuration.degreeTarget = degreeTarget }
+        if let pushInterval { configuration.pushInterval = pushInterval }
     }
 }
 

@@ -16,7 +16,15 @@ struct QueryBench {
         let filterMillis: [Double]
     }
 
-    func run(in directory: String) throws -> Result {
+    /// A store filled with the workload, derived into the conversation tables.
+    struct Populated {
+        let conversations: Conversations
+        let ids: [ConversationID]
+        let perConversation: Int
+        let seconds: Double
+    }
+
+    func populate(in directory: String) throws -> Populated {
         var rng = SeededGenerator(seed: 7)
         let me = LocalIdentity(
             signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
@@ -66,11 +74,14 @@ struct QueryBench {
             try service.refresh(id)
         }
         let populated = ContinuousClock.now - started
+        return Populated(
+            conversations: service, ids: ids, perConversation: perConversation,
+            seconds: Double(populated.components.seconds) + Double(populated.components.attoseconds) * 1e-18)
+    }
 
-        func timeMillis(_ body: () throws -> Void) rethrows -> Double {
-            let elapsed = try ContinuousClock().measure(body)
-            return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) * 1e-15
-        }
+    func run(in directory: String) throws -> Result {
+        let populated = try populate(in: directory)
+        let (service, ids, perConversation) = (populated.conversations, populated.ids, populated.perConversation)
         var list = [Double]()
         var open = [Double]()
         var filter = [Double]()
@@ -89,7 +100,13 @@ struct QueryBench {
             filter.append(try timeMillis { _ = try service.conversationList(filter: "group 4") })
         }
         return Result(
-            populateSeconds: Double(populated.components.seconds) + Double(populated.components.attoseconds) * 1e-18,
-            listMillis: list.sorted(), openMillis: open.sorted(), filterMillis: filter.sorted())
+            populateSeconds: populated.seconds, listMillis: list.sorted(), openMillis: open.sorted(),
+            filterMillis: filter.sorted())
     }
+}
+
+/// Milliseconds that `body` takes.
+func timeMillis(_ body: () throws -> Void) rethrows -> Double {
+    let elapsed = try ContinuousClock().measure(body)
+    return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) * 1e-15
 }

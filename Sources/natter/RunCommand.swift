@@ -1,13 +1,17 @@
 import ArgumentParser
 import Foundation
+import Logging
 import NatterCrypto
 import NatterModel
 import NatterNetwork
 import NatterNode
 import NatterStore
+import NatterTerminal
+import ServiceLifecycle
+import Synchronization
 
-/// `natter run` (and plain `natter`): start the node — listen, dial named peers, sync — with a minimal line
-/// interface on standard input until the full REPL arrives (docs/cli.md).
+/// `natter run` (and plain `natter`): start the node — listen, dial named peers, sync — and its REPL on standard
+/// input (docs/cli.md).
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run", abstract: "Start the node (creates the data directory on first start).")
@@ -17,7 +21,7 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var data: DataOption
 
-    @Option(help: "Display name to use if this is the first start (default: your login name).")
+    @Option(help: "Your display name, if this is the first start (a terminal asks for it; scripts must give it).")
     var name: String?
 
     @Option(help: ArgumentHelp("Where to listen (another port is chosen if it is taken).", valueName: "HOST:PORT"))
@@ -29,7 +33,7 @@ struct RunCommand: AsyncParsableCommand {
             "A peer to dial and keep dialling, remembered for later starts (repeatable).", valueName: "HOST:PORT"))
     var peers: [String] = []
 
-    @Flag(help: "Run without the line interface: a relay for a spare machine (stop it with SIGINT or SIGTERM).")
+    @Flag(help: "Run without the REPL: a relay for a spare machine (stop it with SIGINT or SIGTERM).")
     var headless = false
 
     @Flag(help: "Do not send or listen for discovery beacons (then only --peer and /connect make links).")
@@ -38,6 +42,21 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "The UDP port for discovery beacons (every node of a LAN must use the same).")
     var discoveryPort: Int = 7719
 
+    @Flag(help: "Print one JSON object per line for every event and command result (docs/cli.md has the schema).")
+    var json = false
+
+    @Flag(help: "No terminal bell with notices from conversations you are not viewing.")
+    var noBell = false
+
+    @Flag(help: "Desktop notifications too (through notify-send, when it is installed).")
+    var notify = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Messages and other sends allowed per second, with a burst of as many (default 4, burst 20; 0: no limit).",
+            valueName: "N"))
+    var sendRate: Double?
+
     func validate() throws {
         guard PeerAddress(listen) != nil || listen.hasSuffix(":0") else {
             throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:7718")
@@ -45,15 +64,20 @@ struct RunCommand: AsyncParsableCommand {
         for peer in peers where PeerAddress(peer) == nil {
             throw ValidationError("--peer takes HOST:PORT, not \(peer)")
         }
+        if let sendRate, !(sendRate >= 0 && sendRate.isFinite) {
+            throw ValidationError("--send-rate takes a number of sends per second (0 for no limit)")
+        }
     }
 
     func run() async throws {
+        let interactive = Terminal.isInteractive
         let handle = data.dataDirectory
         let node: Node
         do {
             if !handle.directory.isInitialised {
-                _ = try handle.initialise(name: name ?? defaultName(), network: nil)
-                print("created \(handle.directory.path)")
+                let chosen = try firstStartName(interactive: interactive)
+                _ = try handle.initialise(name: chosen, network: nil)
+                announce("created \(handle.directory.path)")
             }
             let (identity, store) = try handle.open()
             let networkKey = try handle.directory.readNetworkKey()
@@ -69,52 +93,106 @@ struct RunCommand: AsyncParsableCommand {
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port
             if requested != 0 && node.port != requested {
-                print("notice: port \(requested) is taken; listening on \(node.port) instead")
+                announce("notice: port \(requested) is taken; listening on \(node.port) instead")
             }
-            print(
-                "natter node \(identity.signing.publicKey.fingerprint) (\(profileName)) listening on port \(node.port)")
+            let fingerprint = identity.signing.publicKey.fingerprint
+            if json {
+                print(
+                    JSON.object([
+                        ("type", "started"), ("name", .string(profileName)), ("fingerprint", .string(fingerprint)),
+                        ("port", .int(Int64(node.port))),
+                    ]).encoded)
+            } else {
+                print("natter node \(fingerprint) (\(Safe.line(profileName))) listening on port \(node.port)")
+                if interactive && !headless {
+                    print("Type /help for the commands, /list for your conversations.")
+                }
+            }
             fflush(nil)
         } catch {
             throw fail(error)
         }
-        let shell = LineShell(node: node)
-        let running = Task { await node.run() }
-        let watching = Task { await shell.watch() }
-        installSignalHandlers(node: node)
-        let failed: Bool
-        if headless {
-            await running.value
-            failed = false
-        } else {
-            failed = await shell.readCommands()
-            // End of input: let pending writes leave, then stop.
-            try? await Task.sleep(for: .milliseconds(300))
+        var options = ReplSession.Options()
+        options.json = json
+        options.interactive = interactive && !headless && !json
+        options.colours = interactive && Terminal.usesColor && !json
+        options.bell = !noBell
+        options.desktopNotifications = notify
+        if let sendRate { options.sendRate = SendRate.fromOption(sendRate) }
+        var editor: EditorConsole?
+        if options.interactive {
+            do {
+                editor = try EditorConsole(historyFile: URL(fileURLWithPath: handle.directory.path + "/history"))
+            } catch {
+                announce("notice: line editing is off (\(error)); reading plain lines")
+            }
         }
-        running.cancel()
+        let console: any Console = editor ?? PlainConsole(interactive: options.interactive)
+        let session = await ReplSession(
+            node: node, console: console, options: options,
+            ignoreFile: handle.directory.path + "/ignored")
+        editor?.setCompleter { line, word in session.complete(line: line, word: word) }
+        defer { editor?.close() }
+        await session.start()
+        let watching = Task { await session.watch() }
+        // Typing indicators (SPEC F12): every edit of the line editor's buffer.
+        let drafts = editor?.drafts
+        let typing = Task {
+            guard let drafts else { return }
+            for await draft in drafts { await session.userIsTyping(draft: draft) }
+        }
+        defer { typing.cancel() }
+        // The node runs as a Service: SIGINT and SIGTERM trigger a graceful shutdown (goodbyes on every link, then
+        // exit 0); the end of standard input does the same for the REPL.
+        var logger = Logger(label: "natter.run")
+        logger.logLevel = .warning
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let outcome = ShellOutcome()
+        if !headless {
+            Task {
+                if await session.readCommands() { outcome.failed.withLock { $0 = true } }
+                // End of input: receipts are written; let what is pending leave before the links close.
+                try? await Task.sleep(for: .milliseconds(300))
+                await group.triggerGracefulShutdown()
+            }
+        }
+        do {
+            try await group.run()
+        } catch {
+            throw fail(error)
+        }
         watching.cancel()
-        await node.shutdown()
-        if failed { throw ExitCode.failure }
+        if outcome.failed.withLock({ $0 }) { throw ExitCode.failure }
     }
 
-    private func installSignalHandlers(node: Node) {
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
-            source.setEventHandler {
-                // Every acknowledged record is already committed (synchronous=FULL): closing links is all that is left.
-                Task {
-                    await node.shutdown()
-                    Foundation.exit(0)
-                }
-            }
-            source.resume()
-            SignalSources.keep(source)
+    /// The display name for a first start: `--name`, else asked for in a terminal (empty: the login name).
+    private func firstStartName(interactive: Bool) throws -> String {
+        if let name { return name }
+        if headless { return defaultName() }
+        guard interactive else {
+            throw ValidationError(
+                "this is the first start of \(data.dataDirectory.directory.path): give your display name with --name NAME"
+            )
+        }
+        print("Welcome to natter. Your display name (Enter for \(defaultName())): ", terminator: "")
+        fflush(nil)
+        let answer = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces) ?? ""
+        return answer.isEmpty ? defaultName() : answer
+    }
+
+    /// A start-up line: standard output for a person, standard error under --json (stdout holds only JSON).
+    private func announce(_ line: String) {
+        if json {
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        } else {
+            print(line)
         }
     }
 }
 
-/// Keeps signal sources alive for the life of the process.
-enum SignalSources {
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-    static func keep(_ source: any DispatchSourceSignal) { sources.append(source) }
+/// Whether a REPL command failed (read after the node stopped).
+final class ShellOutcome: Sendable {
+    let failed = Mutex(false)
 }

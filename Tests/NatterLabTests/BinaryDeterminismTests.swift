@@ -2,19 +2,20 @@
 // the `natter lab run` binary twice and compare its output with itself and with the same run in this process.
 import Foundation
 import NatterLab
+import NatterTestSupport
 import Testing
 
 @Suite("Determinism of the natter binary")
 struct BinaryDeterminismTests {
     @Test("two runs of the natter binary print the same report")
-    func binaryTwice() throws {
-        let natter = try natterBinary()
+    func binaryTwice() async throws {
+        let natter = try builtExecutable("natter")
         let arguments = [
             "lab", "run", "--seed", "9", "--nodes", "5", "--latency", "20ms", "--jitter", "10ms", "--rate", "15",
             "--duration", "2s", "--random-faults", "--json",
         ]
-        let first = try run(natter, arguments)
-        let second = try run(natter, arguments)
+        let first = try await runProcess(natter, arguments)
+        let second = try await runProcess(natter, arguments)
         #expect(first.status == 0)
         #expect(first.stdout.contains("\"passed\":true"))
         #expect(first.stdout == second.stdout)

@@ -25,8 +25,12 @@ final class PipeNetwork {
         let identity = LocalIdentity(
             signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
         let store = try RecordStore.inMemory()
+        var configuration = NodeConfiguration()
+        configuration.conversationRefreshDelay = .zero  // these tests read the tables right after a delivery
+        configuration.syncPushInterval = .zero  // and run the network without advancing time
         let node = NodeCore(
-            store: store, identity: identity, networkKey: network, random: SeededGenerator(seed: seed ^ 1))
+            store: store, identity: identity, networkKey: network, configuration: configuration,
+            random: SeededGenerator(seed: seed ^ 1))
         try node.conversations.publishProfile(name: name, now: 1)
         nodes.append(node)
         names.append(name)
@@ -77,6 +81,14 @@ final class PipeNetwork {
             remaining -= 1
         }
         precondition(queue.isEmpty, "the network did not settle")
+    }
+
+    /// Delivers at most `count` queued inputs: the network stopped mid-flight, to cut a link there.
+    func step(_ count: Int) {
+        for _ in 0..<count where !queue.isEmpty {
+            let (node, input) = queue.removeFirst()
+            perform(node, nodes[node].handle(input, now: now))
+        }
     }
 
     /// Advances virtual time by `step` and ticks every node.

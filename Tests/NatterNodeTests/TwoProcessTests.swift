@@ -3,6 +3,7 @@
 // `natter` binary driven through its line interface on pipes, bounded waits on its output, digests compared at
 // the end (every process is stopped by PID).
 import Foundation
+import NatterTestSupport
 import Synchronization
 import Testing
 
@@ -47,13 +48,18 @@ final class NatterProcess: @unchecked Sendable {
 
     /// Waits (bounded) for an output line containing `text`; returns it.
     @discardableResult
-    func waitFor(_ text: String, seconds: Double = 15) throws -> String {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let line = buffer.lines.withLock({ $0.first { $0.contains(text) } }) { return line }
-            usleep(20_000)
+    func waitFor(_ text: String, seconds: Double = 15) async throws -> String {
+        var found: String?
+        do {
+            try await NatterTestSupport.waitFor(text, deadline: seconds, interval: .milliseconds(20)) {
+                found = buffer.lines.withLock { $0.first { $0.contains(text) } }
+                return found != nil
+            }
+        } catch {
+            throw ProcessFailure(
+                "no line containing \"\(text)\" within \(seconds) s; saw: \(buffer.lines.withLock { $0 })")
         }
-        throw ProcessFailure("no line containing \"\(text)\" within \(seconds) s; saw: \(buffer.lines.withLock { $0 })")
+        return found!
     }
 
     var printed: [String] { buffer.lines.withLock { $0 } }
@@ -64,11 +70,9 @@ final class NatterProcess: @unchecked Sendable {
     }
 
     /// Ends input and waits (bounded) for a clean exit.
-    func finish() throws {
+    func finish() async throws {
         input.fileHandleForWriting.closeFile()
-        let deadline = Date().addingTimeInterval(15)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning {
+        if try await !waitForExit(process, seconds: 15) {
             kill()
             throw ProcessFailure("natter did not exit at end of input")
         }
@@ -85,41 +89,20 @@ struct ProcessFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func natterExecutable() throws -> URL {
-    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
-        "natter")
-    guard FileManager.default.isExecutableFile(atPath: beside.path) else {
-        throw ProcessFailure("natter binary not found at \(beside.path)")
-    }
-    return beside
-}
-
-func runToEnd(_ binary: URL, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-}
-
 @Suite("Two natter processes on loopback", .serialized)
 struct TwoProcessTests {
     @Test("messages cross both ways, a SIGKILLed side catches up after restart, links come back, digests agree")
-    func namedPeersSurviveRestarts() throws {
-        let natter = try natterExecutable()
+    func namedPeersSurviveRestarts() async throws {
+        let natter = try builtExecutable("natter")
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-2p-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        _ = try runToEnd(natter, ["init", "--data", "\(root)/a", "--name", "Alice"])
-        _ = try runToEnd(natter, ["init", "--data", "\(root)/b", "--name", "Bob"])
+        _ = try await runProcess(natter, ["init", "--data", "\(root)/a", "--name", "Alice"])
+        _ = try await runProcess(natter, ["init", "--data", "\(root)/b", "--name", "Bob"])
 
         let alice = try NatterProcess(
             natter, ["run", "--data", "\(root)/a", "--listen", "127.0.0.1:0", "--no-discovery"])
         defer { alice.kill() }
-        let banner = try alice.waitFor("listening on port")
+        let banner = try await alice.waitFor("listening on port")
         let port = try #require(banner.split(separator: " ").last.flatMap { Int($0) })
         let peerArguments = [
             "run", "--data", "\(root)/b", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:\(port)",
@@ -130,9 +113,9 @@ struct TwoProcessTests {
 
         alice.send("/wait peer Bob 15")
         alice.send("/msg Bob first from Alice")
-        try bob.waitFor("Alice: first from Alice")
+        try await bob.waitFor("Alice: first from Alice")
         bob.send("/msg Alice first from Bob")
-        try alice.waitFor("Bob: first from Bob")
+        try await alice.waitFor("Bob: first from Bob")
 
         // Bob dies; Alice keeps writing; Bob comes back and dials Alice by himself.
         bob.kill()
@@ -140,23 +123,23 @@ struct TwoProcessTests {
         // Restarted without --peer: Bob remembers Alice's address.
         bob = try NatterProcess(
             natter, ["run", "--data", "\(root)/b", "--listen", "127.0.0.1:0", "--no-discovery"])
-        try bob.waitFor("Alice: while you were away")
+        try await bob.waitFor("Alice: while you were away")
         // Alice dies and comes back (on the same port): Bob redials with backoff.
         alice.kill()
         let alice2 = try NatterProcess(
             natter, ["run", "--data", "\(root)/a", "--listen", "127.0.0.1:\(port)", "--no-discovery"])
         defer { alice2.kill() }
-        try alice2.waitFor("listening on port \(port)")
+        try await alice2.waitFor("listening on port \(port)")
         bob.send("/wait peer Alice 15")
         bob.send("/msg Alice back again")
-        try alice2.waitFor("Bob: back again")
+        try await alice2.waitFor("Bob: back again")
 
         alice2.send("/wait synced 15")
         bob.send("/wait synced 15")
-        try alice2.finish()
-        try bob.finish()
-        let digestA = try runToEnd(natter, ["digest", "--data", "\(root)/a"])
-        let digestB = try runToEnd(natter, ["digest", "--data", "\(root)/b"])
+        try await alice2.finish()
+        try await bob.finish()
+        let digestA = try await runProcess(natter, ["digest", "--data", "\(root)/a"]).stdout
+        let digestB = try await runProcess(natter, ["digest", "--data", "\(root)/b"]).stdout
         #expect(digestA.split(separator: "\n").first == digestB.split(separator: "\n").first)
         #expect(
             digestA.contains("conversation")

@@ -5,6 +5,7 @@ import Foundation
 import NatterCrypto
 import NatterModel
 import NatterStore
+import NatterTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -47,30 +48,30 @@ struct DurabilityTests {
     }
 
     @Test("a second natter process on the same directory exits non-zero with one clear line")
-    func secondProcessIsRefused() throws {
+    func secondProcessIsRefused() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let natter = try natterBinary()
-        #expect(try run(natter, ["init", "--data", directory, "--name", "Lock Test"]).status == 0)
-        try withExtendedLifetime(try RecordStore.open(directory: directory)) {
-            let second = try run(natter, ["digest", "--data", directory])
-            #expect(second.status != 0)
-            #expect(second.stderr.hasPrefix("error: data directory \(directory) is in use by natter process"))
-            #expect(second.stderr.split(separator: "\n").count == 1)
-        }
+        let natter = try builtExecutable("natter")
+        #expect(try await runProcess(natter, ["init", "--data", directory, "--name", "Lock Test"]).status == 0)
+        let holder = try RecordStore.open(directory: directory)
+        let second = try await runProcess(natter, ["digest", "--data", directory])
+        #expect(second.status != 0)
+        #expect(second.stderr.hasPrefix("error: data directory \(directory) is in use by natter process"))
+        #expect(second.stderr.split(separator: "\n").count == 1)
+        withExtendedLifetime(holder) {}  // the lock is held until the second process has been refused
     }
 
     @Test("SIGKILL at 50 random moments loses no durable record and never reuses a sequence number")
-    func crashLosesNothingAcknowledged() throws {
+    func crashLosesNothingAcknowledged() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let natter = try natterBinary()
-        #expect(try run(natter, ["init", "--data", directory, "--name", "Crash Test"]).status == 0)
+        let natter = try builtExecutable("natter")
+        #expect(try await runProcess(natter, ["init", "--data", directory, "--name", "Crash Test"]).status == 0)
         var rng = SeededGenerator(seed: 2026)
         var acknowledged = [UInt64: String]()  // sequence → record id, as the child reported them
         var killedWhileWriting = 0
         for round in 0..<50 {
-            let lines = try runAndKill(
+            let lines = try await runAndKill(
                 natter, ["debug", "append-loop", "--data", directory],
                 afterMilliseconds: Int.random(in: 20...250, using: &rng))
             var reportedThisRound = 0
@@ -108,49 +109,13 @@ struct DurabilityTests {
 
 // MARK: - Child processes
 
-/// The `natter` executable built beside this test bundle.
-func natterBinary() throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("natter"),
-        Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("natter"),
-        Bundle.main.bundleURL.appendingPathComponent("natter"),
-    ]
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-        throw TestFailure("natter binary not found next to the test bundle: \(candidates.map(\.path))")
-    }
-    return found
-}
-
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
 
-/// Runs `binary` to completion (bounded: 60 s) and returns status and output.
-func run(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let deadline = Date().addingTimeInterval(60)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        throw TestFailure("\(binary.lastPathComponent) \(arguments) did not finish within 60 s")
-    }
-    let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    return (process.terminationStatus, stdout, stderr)
-}
-
 /// Starts `binary`, kills it with SIGKILL after `milliseconds`, and returns the complete lines it printed.
-func runAndKill(_ binary: URL, _ arguments: [String], afterMilliseconds milliseconds: Int) throws -> [String] {
+func runAndKill(_ binary: URL, _ arguments: [String], afterMilliseconds milliseconds: Int) async throws -> [String] {
     let process = Process()
     process.executableURL = binary
     process.arguments = arguments
@@ -159,7 +124,7 @@ func runAndKill(_ binary: URL, _ arguments: [String], afterMilliseconds millisec
     process.standardError = FileHandle.nullDevice
     process.standardInput = FileHandle.nullDevice
     try process.run()
-    usleep(UInt32(milliseconds) * 1000)
+    try await Task.sleep(for: .milliseconds(milliseconds))  // suspends: no pool thread is held meanwhile
     kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
     let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -96,10 +96,11 @@ struct SyncMessageTests {
         }
         heads += Fixture.conversation(2).bytes + [1, 0x10, 0x01]
         #expect(Self.error(heads) == .tooMany(field: "feed heads", count: 8193, limit: 8192))
-        #expect(Self.error([3, 0, 0]) == .zeroCount(field: "records in the batch"))
-        #expect(Self.error([3, 1, 1]) == .tooMany(field: "records in the batch", count: 257, limit: 256))
-        #expect(Self.error([3, 0, 1, 0, 1, 0, 1]) == .recordTooLarge(65537))
-        #expect(Self.error([3, 0, 1, 0xff, 0xff, 0xff, 0xff]) == .recordTooLarge(0xffff_ffff))
+        #expect(Self.error([3, 0, 9, 0, 1]) == .tooMany(field: "credit batches", count: 9, limit: 8))
+        #expect(Self.error([3, 0, 0, 0, 0]) == .zeroCount(field: "records in the batch"))
+        #expect(Self.error([3, 0, 8, 1, 1]) == .tooMany(field: "records in the batch", count: 257, limit: 256))
+        #expect(Self.error([3, 0, 0, 0, 1, 0, 1, 0, 1]) == .recordTooLarge(65537))
+        #expect(Self.error([3, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]) == .recordTooLarge(0xffff_ffff))
         #expect(Self.error([4, 0, 0]) == .zeroCount(field: "credit"))
         #expect(Self.error([4, 0, 9]) == .tooMany(field: "credit batches", count: 9, limit: 8))
     }

@@ -272,7 +272,8 @@ struct SyncPair {
         switch Result(catching: { () throws(SyncMessageError) in try SyncMessage.decode(message) }) {
         case .failure(let error):
             violations.append("\(side) sent an undecodable message: \(error)")
-        case .success(.records(let records)):
+        case .success(.records(let records, let credit)):
+            stats[side.other]!.outstanding -= credit
             if records.count > Limits.syncBatchRecordsMax { violations.append("\(side) batch of \(records.count)") }
             let bytes = records.reduce(0) { $0 + $1.bytes.count }
             if bytes > Limits.syncBatchBytesMax { violations.append("\(side) batch of \(bytes) bytes") }

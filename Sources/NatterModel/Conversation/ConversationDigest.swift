@@ -47,6 +47,15 @@ extension ConversationState {
                 for version in message.versions { add(version) }
                 add(UInt64(message.editCount))
                 out.append(message.deleted ? 1 : 0)
+                if let file = message.file {
+                    // Files only: text messages keep the digest they had before files existed.
+                    add("file")
+                    add(file.name)
+                    add(file.mediaType)
+                    add(file.size)
+                    add(file.plaintextHash.bytes)
+                    add(file.chunks.flatMap(\.bytes))
+                }
             case .system(let event):
                 out.append(2)
                 add(event.id.bytes)

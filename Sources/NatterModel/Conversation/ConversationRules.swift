@@ -459,25 +459,17 @@ struct Derivation: Sendable {
         let before = stateBefore(entry)
         if let reason = contentProblem(entry, operation, before) {
             state.rejected[entry.id] = reason
-            if case .message(let text, let replyTo) = operation, reason.hasPrefix("retracted") {
-                state.retracted[entry.id] = TimelineMessage(
-                    id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
-                    displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
-                    deleted: false)
+            if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
+                state.retracted[entry.id] = message
             }
             return
         }
         contentValid.append(entry)
         contentByID[entry.id] = entry
         switch operation {
-        case .message(let text, let replyTo):
+        case .message, .file:
             state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
-            state.items[entry.id] =
-                (.message(
-                    TimelineMessage(
-                        id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
-                        displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0,
-                        deleted: false)))
+            state.items[entry.id] = .message(newMessage(entry, operation)!)
         case .edit(let target, let text):
             updateMessage(target) { message in
                 message.versions.append(text)
@@ -488,6 +480,7 @@ struct Derivation: Sendable {
             updateMessage(target) { message in
                 message.deleted = true
                 message.versions = []
+                message.file = nil
             }
             state.reactions[target] = nil
         case .react(let target, let reaction):
@@ -500,6 +493,20 @@ struct Derivation: Sendable {
         case .receipt:
             break
         }
+    }
+
+    /// The timeline line a message or file operation starts (nil for other operations). A file message has no text.
+    func newMessage(_ entry: ConversationEntry, _ operation: ContentOperation) -> TimelineMessage? {
+        let (text, replyTo, file): (String, RecordID?, FileDescriptor?)
+        switch operation {
+        case .message(let body, let reply): (text, replyTo, file) = (body, reply, nil)
+        case .file(let descriptor, let reply): (text, replyTo, file) = ("", reply, descriptor)
+        default: return nil
+        }
+        return TimelineMessage(
+            id: entry.id, author: entry.author, sequence: entry.header.sequence, position: entry.position,
+            displayedAtMillis: displayed[entry.id]!, replyTo: replyTo, versions: [text], editCount: 0, deleted: false,
+            file: file)
     }
 
     mutating func updateMessage(_ id: RecordID, _ change: (inout TimelineMessage) -> Void) {
@@ -527,8 +534,11 @@ struct Derivation: Sendable {
         case .message(let text, let replyTo):
             guard MessageText.isClean(text) else { return "text breaks the text rules" }
             if let replyTo, state.message(replyTo) == nil { return "replies to an unknown message" }
+        case .file(_, let replyTo):
+            if let replyTo, state.message(replyTo) == nil { return "replies to an unknown message" }
         case .edit(let target, let text):
             guard MessageText.isClean(text) else { return "text breaks the text rules" }
+            if state.message(target)?.file != nil { return "a file message cannot be edited" }
             return ownMessage(target)
         case .delete(let target):
             return ownMessage(target)

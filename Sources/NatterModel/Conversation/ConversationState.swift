@@ -27,6 +27,8 @@ public struct TimelineMessage: Hashable, Sendable {
     public var versions: [String]
     public var editCount: Int
     public var deleted: Bool
+    /// The file a file message carries (nil for text messages, and once the message is deleted).
+    public var file: FileDescriptor? = nil
 
     public var text: String { deleted ? "" : versions.last ?? "" }
     public var edited: Bool { editCount > 0 }

@@ -49,6 +49,8 @@ public enum ContentOperation: Hashable, Sendable {
     /// "Read up to here": the reader has viewed everything this clock covers. Delivery needs no record of its own:
     /// any record a member writes shows, through its dependencies, everything that member's node holds.
     case receipt(readUpTo: VectorClock)
+    /// A file (SPEC F13): its description and key. The contents travel apart, as encrypted chunks (§11).
+    case file(FileDescriptor, replyTo: RecordID?)
 }
 
 /// Whether a conversation is a group or a direct (two-person) chat.
@@ -174,6 +176,12 @@ extension Array where Element == UInt8 {
         self += utf8
     }
 
+    /// A reply reference: flag 0, or flag 1 and the id replied to.
+    mutating func appendReply(_ replyTo: RecordID?) {
+        append(replyTo == nil ? 0 : 1)
+        replyTo?.raw.appendBytes(to: &self)
+    }
+
     mutating func appendClock(_ clock: VectorClock) {
         appendBigEndian(UInt16(clock.count), to: &self)
         for entry in clock {
@@ -184,6 +192,12 @@ extension Array where Element == UInt8 {
 }
 
 extension OperationReader {
+    mutating func reply() throws(OperationFormatError) -> RecordID? {
+        let flag = try byte()
+        guard flag <= 1 else { throw .invalidValue("reply flag") }
+        return flag == 1 ? RecordID(raw: try id32()) : nil
+    }
+
     mutating func clock() throws(OperationFormatError) -> VectorClock {
         let count = try uint16()
         guard count <= Limits.dependenciesMax else { throw .invalidValue("clock size") }
@@ -212,8 +226,7 @@ extension ContentOperation {
         switch self {
         case .message(let text, let replyTo):
             out.append(1)
-            out.append(replyTo == nil ? 0 : 1)
-            replyTo?.raw.appendBytes(to: &out)
+            out.appendReply(replyTo)
             out.appendText(text)
         case .edit(let target, let text):
             out.append(2)
@@ -232,6 +245,10 @@ extension ContentOperation {
         case .receipt(let readUpTo):
             out.append(6)
             out.appendClock(readUpTo)
+        case .file(let file, let replyTo):
+            out.append(7)
+            out.appendReply(replyTo)
+            file.append(to: &out)
         }
         return out
     }
@@ -242,9 +259,7 @@ extension ContentOperation {
         let operation: ContentOperation
         switch try reader.byte() {
         case 1:
-            let flag = try reader.byte()
-            guard flag <= 1 else { throw .invalidValue("reply flag") }
-            let reply = flag == 1 ? RecordID(raw: try reader.id32()) : nil
+            let reply = try reader.reply()
             operation = .message(text: try reader.text(maxBytes: ConversationLimits.messageBytesMax), replyTo: reply)
         case 2:
             let target = RecordID(raw: try reader.id32())
@@ -256,6 +271,9 @@ extension ContentOperation {
             operation = .react(target: target, reaction: reaction)
         case 5: operation = .unreact(target: RecordID(raw: try reader.id32()))
         case 6: operation = .receipt(readUpTo: try reader.clock())
+        case 7:
+            let reply = try reader.reply()
+            operation = .file(try FileDescriptor.read(&reader), replyTo: reply)
         case let code: throw .unknownOperation(code)
         }
         try reader.finish()

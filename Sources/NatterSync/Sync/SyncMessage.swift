@@ -67,8 +67,9 @@ enum SyncMessage: Equatable, Sendable {
     case summary(isFinal: Bool, entries: [SummaryEntry])
     /// Full feed heads of some conversations.
     case heads([HeadsEntry])
-    /// A batch of records; it spends one unit of the receiver's credit.
-    case records([Record])
+    /// A batch of records; it spends one unit of the receiver's credit and returns `credit` batches of the
+    /// sender's (0 when none is due), so a link with records flowing both ways needs no CREDIT messages.
+    case records([Record], credit: Int = 0)
     /// The receiver returns this many batches of credit.
     case credit(Int)
     /// Please send this feed from `from` on (the node found it missing).
@@ -133,9 +134,11 @@ enum SyncMessage: Equatable, Sendable {
                     feed.head.raw.appendBytes(to: &out)
                 }
             }
-        case .records(let records):
+        case .records(let records, let credit):
             precondition((1...Limits.syncBatchRecordsMax).contains(records.count))
+            precondition((0...Limits.syncWindowBatches).contains(credit))
             out.append(Tag.records.rawValue)
+            appendBigEndian(UInt16(credit), to: &out)
             appendBigEndian(UInt16(records.count), to: &out)
             for record in records {
                 appendBigEndian(UInt32(record.bytes.count), to: &out)
@@ -159,11 +162,13 @@ enum SyncMessage: Equatable, Sendable {
     }
 
     /// A RECORDS message from raw record bytes (the sending hot path: no decoding of our own records).
-    static func encodeRecords(_ records: [[UInt8]]) -> [UInt8] {
+    static func encodeRecords(_ records: [[UInt8]], credit: Int = 0) -> [UInt8] {
         precondition((1...Limits.syncBatchRecordsMax).contains(records.count))
+        precondition((0...Limits.syncWindowBatches).contains(credit))
         var out = [UInt8]()
-        out.reserveCapacity(3 + records.reduce(0) { $0 + 4 + $1.count })
+        out.reserveCapacity(5 + records.reduce(0) { $0 + 4 + $1.count })
         out.append(Tag.records.rawValue)
+        appendBigEndian(UInt16(credit), to: &out)
         appendBigEndian(UInt16(records.count), to: &out)
         for record in records {
             appendBigEndian(UInt32(record.count), to: &out)
@@ -275,6 +280,10 @@ enum SyncMessage: Equatable, Sendable {
     }
 
     private static func decodeRecords(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
+        let credit = Int(try reader.u16("credit"))
+        guard credit <= Limits.syncWindowBatches else {
+            throw .tooMany(field: "credit batches", count: credit, limit: Limits.syncWindowBatches)
+        }
         let count = Int(try reader.u16("record count"))
         guard count >= 1 else { throw .zeroCount(field: "records in the batch") }
         guard count <= Limits.syncBatchRecordsMax else {
@@ -296,7 +305,7 @@ enum SyncMessage: Equatable, Sendable {
                 throw .invalidRecord(index: index, error)
             }
         }
-        return .records(records)
+        return .records(records, credit: credit)
     }
 }
 
@@ -354,4 +363,24 @@ struct SyncReader {
 func appendBigEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
     var big = value.bigEndian
     withUnsafeBytes(of: &big) { out.append(contentsOf: $0) }
+}
+
+/// Names the type of an application message (its first byte, §3.2 and §11.3), for counting frames by kind in
+/// reports and diagnostics. Decodes nothing else.
+public enum SyncFrameKind {
+    public static func name(of message: [UInt8]) -> String {
+        switch message.first {
+        case 1: "summary"
+        case 2: "heads"
+        case 3: "records"
+        case 4: "credit"
+        case 5: "request"
+        case 6: "done"
+        case 7: "ping"
+        case 8: "chunk-request"
+        case 9: "chunk"
+        case 10: "chunk-unavailable"
+        default: "unknown"
+        }
+    }
 }

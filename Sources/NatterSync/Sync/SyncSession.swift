@@ -71,8 +71,12 @@ public struct SyncSession<Source: RecordSource> {
     private var sendCredit = Limits.syncWindowBatches
     /// Batches received whose credit we have not returned yet (pending delivery or ingested).
     private var batchesHeld = 0
-    /// Ingested batches whose credit is due to the peer.
+    /// Ingested batches whose credit is due to the peer: it rides on our next RECORDS, or goes alone in a CREDIT
+    /// once it reaches `syncCreditReturnBatches`.
     private var creditToReturn = 0
+    /// Until when the next RECORDS waits: `pushInterval` after a batch that was not full (nil after a full one), so a
+    /// burst shares frames; the first record after a quiet spell goes at once.
+    private var recordsHeldUntil: Duration?
 
     // MARK: What the peer holds
     /// Per feed, the highest sequence of its chain the peer is known to hold (from its reports, records it sent,
@@ -121,9 +125,15 @@ public struct SyncSession<Source: RecordSource> {
     /// read and left unsent when a batch fills by bytes.
     static var readChunkRecords: Int { 32 }
 
+    /// Least time between RECORDS after one that was not full. The node passes `Limits.syncPushInterval`
+    /// (`NodeConfiguration.syncPushInterval`); `.zero`, the default here, sends every push at once.
+    public let pushInterval: Duration
+
     /// A session over `source`; call `start` once the link is established.
-    public init(source: Source) {
+    public init(source: Source, pushInterval: Duration = .zero) {
+        precondition(pushInterval >= .zero, "the push interval is not negative")
         self.source = source
+        self.pushInterval = pushInterval
     }
 
     // MARK: - Inputs
@@ -188,11 +198,6 @@ public struct SyncSession<Source: RecordSource> {
             }
         }
         creditToReturn += 1
-        if creditToReturn >= Limits.syncCreditReturnBatches {
-            send(.credit(creditToReturn))
-            batchesHeld -= creditToReturn
-            creditToReturn = 0
-        }
         return finish()
     }
 
@@ -230,8 +235,18 @@ public struct SyncSession<Source: RecordSource> {
     /// When `tick` next has something to do; nil once closed (or before `start`).
     public func nextDeadline() -> Duration? {
         guard phase == .running else { return nil }
-        return min(
+        let timers = min(
             lastReceivedAt + Limits.syncSilenceTimeout, lastSentAt + Limits.syncHeartbeatInterval, nextAntiEntropyAt)
+        if sendCredit > 0, !pushQueue.isEmpty || !evidenceQueue.isEmpty, let held = pushHeldUntil {
+            return min(timers, held)
+        }
+        return timers
+    }
+
+    /// When the push interval lets the next RECORDS go, if it is holding them now.
+    private var pushHeldUntil: Duration? {
+        guard let until = recordsHeldUntil, until > now else { return nil }
+        return until
     }
 
     /// Whether the session has closed (after a `.close` action).
@@ -258,6 +273,12 @@ public struct SyncSession<Source: RecordSource> {
         if phase == .running {
             flushHeads()
             pump()
+            // Credit that no RECORDS carried goes alone once half the window is due.
+            if creditToReturn >= Limits.syncCreditReturnBatches {
+                send(.credit(creditToReturn))
+                batchesHeld -= creditToReturn
+                creditToReturn = 0
+            }
             if !doneSent, peerSummariesCompleted > 0, awaitingHeads.isEmpty, evidenceQueue.isEmpty,
                 pushQueue.isEmpty
             {
@@ -304,13 +325,11 @@ public struct SyncSession<Source: RecordSource> {
             try handleSummary(isFinal: isFinal, entries: entries)
         case .heads(let entries):
             for entry in entries { try handleHeads(entry) }
-        case .records(let records):
+        case .records(let records, let credit):
+            try receiveCredit(credit)
             try handleRecords(records)
         case .credit(let batches):
-            guard sendCredit + batches <= Limits.syncWindowBatches else {
-                throw .unexpected("credit of \(batches) batches beyond the window")
-            }
-            sendCredit += batches
+            try receiveCredit(batches)
         case .request(let feed, let from):
             handleRequest(feed, from: from)
         case .done:
@@ -319,6 +338,13 @@ public struct SyncSession<Source: RecordSource> {
         case .ping:
             break
         }
+    }
+
+    private mutating func receiveCredit(_ batches: Int) throws(SyncMessageError) {
+        guard sendCredit + batches <= Limits.syncWindowBatches else {
+            throw .unexpected("credit of \(batches) batches beyond the window")
+        }
+        sendCredit += batches
     }
 
     // MARK: Summaries
@@ -551,6 +577,7 @@ public struct SyncSession<Source: RecordSource> {
     /// Sends batches while credit lasts: evidence first, then the queued feeds from what the peer holds on.
     private mutating func pump() {
         while sendCredit > 0 {
+            if pushHeldUntil != nil { break }
             var batch = [[UInt8]]()
             var bytes = 0
             while let next = evidenceQueue.first, batch.count < Limits.syncBatchRecordsMax,
@@ -581,8 +608,12 @@ public struct SyncSession<Source: RecordSource> {
                 if records.count < wanted { pushQueue.popFront() }  // the feed is exhausted
             }
             guard !batch.isEmpty else { break }
-            actions.append(.send(SyncMessage.encodeRecords(batch)))
+            actions.append(.send(SyncMessage.encodeRecords(batch, credit: creditToReturn)))
+            batchesHeld -= creditToReturn
+            creditToReturn = 0
             lastSentAt = now
+            let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
+            recordsHeldUntil = full ? nil : now + pushInterval
             sendCredit -= 1
         }
     }
@@ -617,7 +648,7 @@ public struct SyncSession<Source: RecordSource> {
     /// Relays fork evidence the node stored, with our record at the same position, so the peer sees the fork
     /// whichever branch it holds.
     private mutating func relayEvidence(_ record: StoredRecord) {
-        let id = RecordID(bytes: Blake2b.hash(record.bytes, outputBytes: 32))
+        let id = RecordID.of(record.bytes)
         // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
         guard !pendingDeliveries.contains(where: { $0.contains { $0.id == id } }) else { return }
         queueEvidence(record.bytes, id: id, record.feed)

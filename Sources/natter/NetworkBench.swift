@@ -1,0 +1,175 @@
+import Foundation
+import NatterCrypto
+import NatterModel
+import NatterNetwork
+import NatterNode
+import NatterStore
+
+/// The network benchmarks of `natter bench` (docs/performance.md): two real nodes in one process, each with its
+/// own SQLite file on disk, linked over loopback TCP through the real transport, Noise channel and sync session.
+enum NetworkBench {
+    /// Longest a benchmark waits for a link or for the other node before giving up (a broken build, not a slow one).
+    static let waitLimit: Duration = .seconds(300)
+
+    struct CatchUpResult {
+        /// From the link's `peerUp` on the fresh node to its `caughtUp`.
+        let seconds: Double
+        let recordsHeld: Int
+        let recordsApplied: Int
+    }
+
+    /// A fresh node pulls `records` from a node that holds them: the time from link up to caught up.
+    static func catchUp(records: [Record], in directory: String) async throws -> CatchUpResult {
+        let source = try openStore(directory + "/source")
+        var index = 0
+        while index < records.count {
+            let slice = records[index..<min(index + 5_000, records.count)]
+            _ = try source.store.ingest(slice.map(\.bytes), receivedAtMillis: 0)
+            index += slice.count
+        }
+        let fresh = try openStore(directory + "/fresh")
+        let (sourceNode, freshNode) = try await linkedPair(listening: source, dialling: fresh)
+        let clock = ContinuousClock()
+        let watcher = Task { () -> (ContinuousClock.Instant, ContinuousClock.Instant)? in
+            var linked: ContinuousClock.Instant?
+            for await event in freshNode.events {
+                switch event {
+                case .peerUp: linked = linked ?? clock.now
+                case .caughtUp: if let linked { return (linked, clock.now) }
+                case .linkFailed(_, let reason): print("catch-up: link failed: \(reason)")
+                default: break
+                }
+            }
+            return nil
+        }
+        let times = try await running([sourceNode, freshNode]) { await watcher.value }
+        guard let (linked, caughtUp) = times else { throw BenchError("the fresh node never caught up") }
+        let statistics = try fresh.store.statistics()
+        return CatchUpResult(
+            seconds: seconds(caughtUp - linked), recordsHeld: statistics.recordsHeld,
+            recordsApplied: statistics.recordsApplied)
+    }
+
+    struct LatencyResult {
+        /// Send on one node → stored (applied, reported) on the other, one message at a time, in milliseconds.
+        let millis: [Double]
+        /// `appendOwn` alone (sign, seal, one committed and fsynced transaction) on the sending node.
+        let appendMillis: [Double]
+    }
+
+    /// `messages` group messages sent one at a time, `pause` apart, from one node to the other: the time from the
+    /// call to `send` until the other node reports the record applied (ingested and committed).
+    static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws -> LatencyResult {
+        let sender = try openStore(directory + "/sender")
+        let receiver = try openStore(directory + "/receiver")
+        let senderService = Conversations(store: sender.store, identity: sender.identity)
+        let receiverService = Conversations(store: receiver.store, identity: receiver.identity)
+        _ = try senderService.publishProfile(name: "Sender", now: nowMillis())
+        _ = try receiverService.publishProfile(name: "Receiver", now: nowMillis())
+        let (senderNode, receiverNode) = try await linkedPair(listening: sender, dialling: receiver)
+        let (arrivals, arrivalsContinuation) = AsyncStream.makeStream(of: RecordID.self)
+        let watcher = Task {
+            for await event in receiverNode.events {
+                if case .applied(let ids) = event { for id in ids { arrivalsContinuation.yield(id) } }
+            }
+            arrivalsContinuation.finish()
+        }
+        defer { watcher.cancel() }
+        let clock = ContinuousClock()
+        return try await running([senderNode, receiverNode]) {
+            var arrived = arrivals.makeAsyncIterator()
+            // The sender needs the receiver's profile (its encryption key) before it can found the group.
+            let profileWait = clock.now
+            let service = await senderNode.conversations
+            while try service.profile(of: receiver.identity.author) == nil {
+                guard clock.now - profileWait < waitLimit else { throw BenchError("the nodes never linked") }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let group = try service.createGroup(title: "bench", members: [receiver.identity.author], now: nowMillis())
+            let founding = try service.store.appliedRecords(of: group).filter {
+                $0.header.author == sender.identity.author
+            }
+            await senderNode.publish(founding)
+            try await waitFor(Set(founding.map(\.id)), in: &arrived)
+            var millis = [Double]()
+            var appendMillis = [Double]()
+            for number in 0..<messages {
+                let start = clock.now
+                let record = try service.send("latency probe \(number)", in: group, now: nowMillis())
+                appendMillis.append(seconds(clock.now - start) * 1_000)
+                await senderNode.publish([record])
+                try await waitFor([record.id], in: &arrived)
+                millis.append(seconds(clock.now - start) * 1_000)
+                // Chat pace rather than a flood: the nodes finish rewriting their conversation tables (which
+                // follows delivery, off the measured path) before the next message.
+                try await Task.sleep(for: pause)
+            }
+            return LatencyResult(millis: millis, appendMillis: appendMillis)
+        }
+    }
+
+    // MARK: - Plumbing
+
+    private static func waitFor(_ ids: Set<RecordID>, in arrivals: inout AsyncStream<RecordID>.Iterator) async throws {
+        var missing = ids
+        while !missing.isEmpty {
+            guard let id = await arrivals.next() else { throw BenchError("the receiving node stopped") }
+            missing.remove(id)
+        }
+    }
+
+    /// Two nodes on loopback under one fresh network key, without discovery: the second dials the first.
+    private static func linkedPair(
+        listening first: (identity: LocalIdentity, store: RecordStore),
+        dialling second: (identity: LocalIdentity, store: RecordStore)
+    ) async throws -> (Node, Node) {
+        let networkKey = NetworkKey.generate()
+        let loopback = PeerAddress(host: "127.0.0.1", port: 0)
+        let listener = try await Node(
+            store: first.store, identity: first.identity, networkKey: networkKey, listen: loopback, peers: [],
+            discovery: nil)
+        let dialler = try await Node(
+            store: second.store, identity: second.identity, networkKey: networkKey, listen: loopback,
+            peers: [PeerAddress(host: "127.0.0.1", port: listener.port)], discovery: nil)
+        return (listener, dialler)
+    }
+
+    private static func openStore(_ path: String) throws -> (identity: LocalIdentity, store: RecordStore) {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let identity = LocalIdentity.generate()
+        let store = try RecordStore.open(directory: path)
+        try store.bind(to: identity.author, directory: path)
+        return (identity, store)
+    }
+
+    /// Runs `nodes` while `body` runs, then shuts them down. A watchdog shuts them down after `waitLimit`, which
+    /// ends their event streams and so every wait on them.
+    private static func running<T: Sendable>(_ nodes: [Node], _ body: () async throws -> T) async throws -> T {
+        let tasks = nodes.map { node in Task { await node.run() } }
+        let watchdog = Task {
+            try await Task.sleep(for: waitLimit)
+            for node in nodes { await node.shutdown() }
+        }
+        defer {
+            watchdog.cancel()
+            for task in tasks { task.cancel() }
+        }
+        do {
+            let result = try await body()
+            for node in nodes { await node.shutdown() }
+            return result
+        } catch {
+            for node in nodes { await node.shutdown() }
+            throw error
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,54 @@
+/// A JSON value with its keys in a fixed order, encoded on one line: what `--json` prints per event
+/// (docs/cli.md has the schema).
+indirect enum JSON: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByBooleanLiteral
+{
+    case string(String)
+    case int(Int64)
+    case bool(Bool)
+    case null
+    case array([JSON])
+    case object([(String, JSON)])
+
+    init(stringLiteral value: String) { self = .string(value) }
+    init(integerLiteral value: Int64) { self = .int(value) }
+    init(booleanLiteral value: Bool) { self = .bool(value) }
+
+    static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.encoded == rhs.encoded }
+
+    /// An optional string: `null` when absent.
+    static func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+
+    /// Compact JSON on one line; every control character in strings escaped, so a line can never break.
+    var encoded: String {
+        switch self {
+        case .string(let text): return Self.quote(text)
+        case .int(let number): return String(number)
+        case .bool(let flag): return flag ? "true" : "false"
+        case .null: return "null"
+        case .array(let items): return "[" + items.map(\.encoded).joined(separator: ",") + "]"
+        case .object(let fields):
+            return "{" + fields.map { Self.quote($0.0) + ":" + $0.1.encoded }.joined(separator: ",") + "}"
+        }
+    }
+
+    private static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _
+            where scalar.value < 0x20 || scalar.value == 0x7F || scalar.value == 0x2028 || scalar.value == 0x2029:
+                out +=
+                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,278 @@
+// Goal: search (SPEC F14) finds what the node can read and show — current text, newest first, in one
+// conversation or all — and nothing else: not deleted, edited-away or retracted text, not conversations it relays
+// without reading, not messages sent after it was removed; a person's query is words, never FTS syntax. Method:
+// real replicas write through `Conversations`, `refresh` maintains the index, and `search` is checked against what
+// was written.
+import Foundation
+import GRDB
+import NatterCrypto
+import NatterModel
+@testable import NatterStore
+import Testing
+
+@Suite("Search")
+struct SearchTests {
+    /// Alice's group with Bob and Carol, everyone in sync.
+    func lab(seed: UInt64) throws -> (Replica, Replica, Replica, ConversationID) {
+        let (people, chat) = try ConversationTests().group(["Alice", "Bob", "Carol"], seed: seed)
+        return (people[0], people[1], people[2], chat)
+    }
+
+    @Test("finds every word, newest first, across conversations or in one, with title, sender and highlights")
+    func findsWords() throws {
+        let (alice, bob, _, chat) = try lab(seed: 700)
+        let other = try alice.conversations.createGroup(title: "Garden", members: [bob.id], now: alice.tick())
+        let first = try alice.conversations.send("Lunch at noon? The usual place", in: chat, now: alice.tick())
+        try alice.conversations.send("dinner instead", in: chat, now: alice.tick())
+        let third = try alice.conversations.send("the tomatoes need lunch too", in: other, now: alice.tick())
+        for id in [chat, other] { try alice.conversations.refresh(id) }
+
+        let hits = try alice.conversations.search("lunch")
+        #expect(hits.map(\.message) == [third.id, first.id])
+        #expect(hits.map(\.conversationTitle) == ["Garden", "Lab"])
+        #expect(hits[1].senderName == "Alice" && hits[1].sender == alice.id && hits[1].conversation == chat)
+        #expect(hits[1].displayedAtMillis == first.header.createdAtMillis)
+        #expect(hits[1].snippet == "Lunch at noon? The usual place")
+        #expect(hits[1].snippet(marking: "[", "]") == "[Lunch] at noon? The usual place")
+        #expect(try alice.conversations.search("LUNCH", in: chat).map(\.message) == [first.id])
+        #expect(try alice.conversations.search("lunch", limit: 1).map(\.message) == [third.id])
+        // Every word is required, in any order; none of them is enough on its own.
+        #expect(try alice.conversations.search("place lunch").map(\.message) == [first.id])
+        #expect(try alice.conversations.search("lunch breakfast").isEmpty)
+        // A prefix only when asked for.
+        #expect(try alice.conversations.search("tomato").isEmpty)
+        #expect(try alice.conversations.search("tomato*").map(\.message) == [third.id])
+
+        // Bob, a member, finds the same lines from the records he received.
+        try bob.pull(from: alice)
+        try bob.conversations.refreshChanged()
+        #expect(try bob.conversations.search("lunch").map(\.message).sorted() == [first.id, third.id].sorted())
+    }
+
+    @Test("edits replace the indexed text; deleting removes it")
+    func editsAndDeletes() throws {
+        let (alice, bob, _, chat) = try lab(seed: 710)
+        let line = try alice.conversations.send("meet at the station", in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.refresh(chat)
+        #expect(try bob.conversations.search("station").map(\.message) == [line.id])
+
+        try alice.conversations.edit(line.id, to: "meet at the harbour", in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.refresh(chat)
+        #expect(try bob.conversations.search("station").isEmpty)
+        let edited = try bob.conversations.search("harbour")
+        #expect(edited.map(\.message) == [line.id] && edited.first?.snippet == "meet at the harbour")
+
+        try alice.conversations.delete(line.id, in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.refresh(chat)
+        #expect(try bob.conversations.search("harbour").isEmpty)
+        #expect(try bob.conversations.search("meet").isEmpty)
+        #expect(try bob.store.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM search_document") } == 0)
+    }
+
+    @Test("a line retracted by a late concurrent removal is no longer found")
+    func retractedLinesGone() throws {
+        let (alice, bob, carol, chat) = try lab(seed: 720)
+        try bob.conversations.refresh(chat)
+        let line = try carol.conversations.send("my last words", in: chat, now: carol.tick())
+        try alice.conversations.remove([carol.id], from: chat, now: alice.tick())
+        try bob.pull(from: carol)
+        try bob.conversations.refresh(chat)
+        #expect(try bob.conversations.search("words").map(\.message) == [line.id])
+        try bob.pull(from: alice)
+        #expect(try bob.conversations.refresh(chat).retracted == [line.id])
+        #expect(try bob.conversations.search("words").isEmpty)
+        #expect(try bob.conversations.search("last", in: chat).isEmpty)
+    }
+
+    @Test("a relay holding a conversation's records finds nothing; a removed member finds only what it could read")
+    func unreadableNeverReturned() throws {
+        let (alice, bob, carol, chat) = try lab(seed: 730)
+        let relay = try Replica("Relay", seed: 733)
+        try introduce([alice, bob, carol, relay])
+        let kept = try alice.conversations.send("the plan is ready", in: chat, now: alice.tick())
+        try syncAll([alice, bob, carol])
+        try carol.conversations.refresh(chat)
+        try alice.conversations.remove([carol.id], from: chat, now: alice.tick())
+        try alice.conversations.send("the secret plan, without Carol", in: chat, now: alice.tick())
+        try syncAll([alice, bob, carol])
+        try relay.pull(from: alice)
+        #expect(try relay.store.feeds(of: chat).count >= 1)  // the relay holds the ciphertext…
+        try relay.conversations.refreshChanged()
+        #expect(try relay.conversations.search("plan").isEmpty)  // …and finds none of it
+        #expect(try relay.conversations.search("plan", in: chat).isEmpty)
+        #expect(try relay.store.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM search_document") } == 0)
+
+        try carol.conversations.refreshChanged()
+        #expect(try carol.conversations.search("plan").map(\.message) == [kept.id])
+        #expect(try carol.conversations.search("secret").isEmpty)
+        try bob.conversations.refreshChanged()
+        #expect(try bob.conversations.search("plan").count == 2)
+    }
+
+    @Test("Unicode words: case and Latin accents folded, Cyrillic and Greek words, CJK runs by prefix")
+    func unicodeWords() throws {
+        let (alice, _, _, chat) = try lab(seed: 740)
+        let cafe = try alice.conversations.send("Rendez-vous au Café, c'est naïve", in: chat, now: alice.tick())
+        let russian = try alice.conversations.send("Привет, мир", in: chat, now: alice.tick())
+        let greek = try alice.conversations.send("Καλημέρα κόσμε", in: chat, now: alice.tick())
+        let tokyo = try alice.conversations.send("東京タワーで会いましょう 🗼", in: chat, now: alice.tick())
+        try alice.conversations.refresh(chat)
+        #expect(try alice.conversations.search("cafe").map(\.message) == [cafe.id])
+        #expect(try alice.conversations.search("CAFÉ NAIVE").map(\.message) == [cafe.id])
+        #expect(try alice.conversations.search("привет").map(\.message) == [russian.id])
+        #expect(try alice.conversations.search("МИР").map(\.message) == [russian.id])
+        #expect(try alice.conversations.search("καλημέρα").map(\.message) == [greek.id])
+        #expect(try alice.conversations.search("東京*").map(\.message) == [tokyo.id])
+        let hit = try #require(try alice.conversations.search("привет").first)
+        #expect(hit.snippet(marking: "<", ">") == "<Привет>, мир")
+        #expect(hit.snippet[hit.highlights[0]] == "Привет")
+    }
+
+    @Test("a query is words: quotes, operators and column syntax are text; empty and word-less queries are refused")
+    func queriesAreWords() throws {
+        let (alice, _, _, chat) = try lab(seed: 750)
+        let quoted = try alice.conversations.send("she said \"NOT now\" AND left (quietly)", in: chat, now: alice.tick())
+        let other = try alice.conversations.send("now or never", in: chat, now: alice.tick())
+        try alice.conversations.refresh(chat)
+        for query in [
+            "\"NOT", "NOT now\"", "AND", "\"she said", "(quietly", "left)", "left NOT said", "left : said",
+            "she -said", "she + said", "{left}: said", "^she", "said*\"", "\"\"\"now\"\"\" she",
+        ] {
+            #expect(try alice.conversations.search(query).map(\.message) == [quoted.id], "query \(query)")
+        }
+        #expect(try alice.conversations.search("now").map(\.message) == [other.id, quoted.id])
+        #expect(try alice.conversations.search("OR").map(\.message) == [other.id])
+        #expect(try alice.conversations.search("NEAR").isEmpty)
+        // The conversation's scope token is not text anyone wrote.
+        #expect(try alice.conversations.search(SearchIndex.scope(of: Data(chat.bytes))).isEmpty)
+        #expect(try alice.conversations.search("scope").isEmpty)
+
+        #expect(throws: SearchError.emptyQuery) { try alice.conversations.search("") }
+        #expect(throws: SearchError.emptyQuery) { try alice.conversations.search("  \n\t ") }
+        #expect(throws: SearchError.noWords("\" * - ❤️")) { try alice.conversations.search(" \" * - ❤️ ") }
+        let many = (0...SearchIndex.wordsMax).map { "w\($0)" }.joined(separator: " ")
+        #expect(throws: SearchError.tooManyWords(SearchIndex.wordsMax + 1)) { try alice.conversations.search(many) }
+        #expect(SearchError.emptyQuery.description == "Type one or more words to search for")
+        #expect(try alice.conversations.search("now", limit: 0).isEmpty)
+    }
+
+    @Test("opening a hit: the lines around it, about half before, oldest first")
+    func historyAroundAHit() throws {
+        let (alice, _, _, chat) = try lab(seed: 780)
+        for index in 0..<120 { try alice.conversations.send("line \(index)", in: chat, now: alice.tick()) }
+        try alice.conversations.refresh(chat)
+        let middle = try #require(try alice.conversations.search("60").first)
+        let around = try alice.conversations.history(chat, around: middle.message)
+        #expect(around.count == 50 && around[25].id == middle.message)
+        #expect(around.first?.text == "line 35" && around.last?.text == "line 84")
+        let late = try #require(try alice.conversations.search("115").first)
+        let end = try alice.conversations.history(chat, around: late.message, limit: 10)
+        #expect(end.compactMap(\.text) == (110...119).map { "line \($0)" })
+        #expect(try alice.conversations.history(chat, around: RecordID(bytes: [UInt8](repeating: 1, count: 32))).isEmpty)
+    }
+
+    @Test("the index is a cache: dropping it and refreshing gives the same documents")
+    func indexRebuildable() throws {
+        let (alice, bob, _, chat) = try lab(seed: 760)
+        let line = try alice.conversations.send("first draft", in: chat, now: alice.tick())
+        try alice.conversations.send("second thoughts", in: chat, now: alice.tick())
+        try alice.conversations.edit(line.id, to: "final draft", in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.refresh(chat)
+        let before = try documents(bob.store)
+        #expect(before.count == 2)
+        try bob.store.writer.write { db in
+            try db.execute(sql: "DELETE FROM search_document")
+            try db.execute(sql: "DELETE FROM timeline")
+        }
+        try bob.conversations.refresh(chat)
+        #expect(try documents(bob.store) == before)
+        #expect(try bob.conversations.search("draft").map(\.message) == [line.id])
+        // FTS5's own consistency check of the index against its content table.
+        try bob.store.writer.write { db in
+            try db.execute(sql: "INSERT INTO message_search (message_search, rank) VALUES ('integrity-check', 1)")
+        }
+    }
+
+    func documents(_ store: RecordStore) throws -> [String] {
+        try store.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT rowid, message, conversation, scope, text FROM search_document ORDER BY 1")
+                .map { "\($0)" }
+        }
+    }
+}
+
+@Suite("Search: upgrading an older database")
+struct SearchMigrationTests {
+    @Test(
+        "a database left by older code (v3, or v4 with files) upgrades and finds its old messages (backfilled index)",
+        arguments: ["v3-named-peers", "v4-file-chunks"])
+    func upgrades(from version: String) throws {
+        let alice = try Replica("Alice", seed: 770)
+        let bob = try Replica("Bob", seed: 771)
+        try introduce([alice, bob])
+        let chat = try alice.conversations.createGroup(title: "Old times", members: [bob.id], now: alice.tick())
+        let old = try alice.conversations.send("an old message about otters", in: chat, now: alice.tick())
+        let gone = try alice.conversations.send("otters, deleted later", in: chat, now: alice.tick())
+        try alice.conversations.delete(gone.id, in: chat, now: alice.tick())
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-test-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        // Bob's node as the older code left it: records and derived tables, nothing of the later migrations.
+        do {
+            let store = try RecordStore.open(directory: directory)
+            let records = try alice.store.allRecords()
+            _ = try deliver(records, to: store, batchSizes: 1...500, rng: nil)
+            try Conversations(store: store, identity: bob.identity).refreshChanged()
+            let older = try DatabaseQueue()
+            try Schema.migrator.migrate(older, upTo: version)
+            try downgrade(store.writer, to: older)
+            // It is exactly what migrating a fresh database up to that version gives.
+            #expect(try schema(store.writer) == schema(older))
+        }
+
+        let reopened = try RecordStore.open(directory: directory)
+        let conversations = Conversations(store: reopened, identity: bob.identity)
+        #expect(try conversations.search("otters").map(\.message) == [old.id])
+        #expect(try conversations.search("message", in: chat).first?.conversationTitle == "Old times")
+        // And the index keeps up from there.
+        try conversations.refresh(chat)
+        #expect(try conversations.search("otters").map(\.message) == [old.id])
+        #expect(try conversations.conversationList().first?.archived == false)
+    }
+
+    /// Drops every table, and forgets every migration, that `older` does not have.
+    func downgrade(_ store: any DatabaseWriter, to older: DatabaseQueue) throws {
+        let (keptTables, keptMigrations) = try older.read { db in
+            (
+                Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")),
+                try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+            )
+        }
+        try store.writeWithoutTransaction { db in
+            // Virtual tables first: dropping one drops its shadow tables.
+            for virtual in [true, false] {
+                let tables = try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (sql LIKE 'CREATE VIRTUAL%') = ?",
+                    arguments: [virtual])
+                for table in tables where !keptTables.contains(table) { try db.execute(sql: "DROP TABLE \(table)") }
+            }
+            try db.execute(
+                sql: "DELETE FROM grdb_migrations WHERE identifier NOT IN (SELECT value FROM json_each(?))",
+                arguments: ["[" + keptMigrations.map { "\"\($0)\"" }.joined(separator: ",") + "]"])
+        }
+    }
+
+    func schema(_ database: any DatabaseReader) throws -> [String] {
+        try database.read { db in
+            try String.fetchAll(
+                db,
+                sql: "SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master ORDER BY type, name")
+        }
+    }
+}
