@@ -98,26 +98,103 @@ extension Conversations {
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let key = Data(conversation.bytes)
+        // The rows the state calls for, built before the write transaction; only differences are written below.
+        var timeline = [[DatabaseValue]]()
+        var files = [[DatabaseValue]]()
+        var reactions = [[DatabaseValue]]()
+        var documents = [SearchIndex.Document]()
+        var lastActivity: Int64 = 0
+        var preview: String?
+        var unread = 0
+        if state.kind != nil {
+            func row(_ values: (any DatabaseValueConvertible)?...) -> [DatabaseValue] {
+                values.map { $0?.databaseValue ?? .null }
+            }
+            for message in state.retracted.values {
+                let arrived = received[message.id] ?? 0
+                timeline.append(
+                    row(
+                        Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes),
+                        false, message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
+                        min(message.displayedAtMillis, max(arrived, 0)), arrived))
+            }
+            let myRead = state.receipts[identity.author]?.read ?? VectorClock()
+            for item in state.timeline {
+                let arrived = received[item.id] ?? 0
+                lastActivity = max(lastActivity, arrived)
+                switch item {
+                case .message(let message):
+                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
+                    timeline.append(
+                        row(
+                            Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes),
+                            false, message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
+                            message.editCount, message.deleted, false, displayed, arrived))
+                    if let file = message.file {
+                        files.append(
+                            row(
+                                Data(message.id.bytes), key, file.name, file.mediaType, Int64(file.size),
+                                file.chunks.count))
+                    }
+                    if !message.deleted {
+                        // A file message has no text: its file name is what search finds.
+                        let searchable = message.file?.name ?? message.text
+                        if !searchable.isEmpty {
+                            documents.append(
+                                SearchIndex.Document(
+                                    message: Data(message.id.bytes), text: searchable, shownMillis: displayed))
+                        }
+                        let line = message.file.map { "[file] \($0.name)" } ?? message.text
+                        let text = String(line.prefix(Self.previewCharacters))
+                        preview = state.kind == .group ? "\(name(message.author)): \(text)" : text
+                    }
+                    if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
+                    for (person, reaction) in state.reactions[message.id] ?? [:] {
+                        reactions.append(row(Data(message.id.bytes), Data(person.bytes), Int(reaction.rawValue)))
+                    }
+                case .system(let event):
+                    timeline.append(
+                        row(
+                            Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true,
+                            nil, describe(event, name: name), nil, 0, false, false,
+                            min(event.displayedAtMillis, max(arrived, 0)), arrived))
+                }
+            }
+        }
         return try store.writer.write { db -> TimelineChanges in
             try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
-            let shown = Set(
-                try Data.fetchAll(db, sql: "SELECT id FROM timeline WHERE conversation = ?", arguments: [key])
-                    .map { RecordID(bytes: $0) })
+            // Read before anything is written: reactions are found through the timeline rows they hang on.
+            let heldTimeline = try Self.heldRows(
+                in: db, sql: "SELECT \(Self.timelineWriteColumns) FROM timeline WHERE conversation = ?", key)
+            let heldReactions = try Self.heldRows(
+                in: db,
+                sql: """
+                    SELECT r.message, r.person, r.reaction FROM reaction r JOIN timeline t ON t.id = r.message
+                    WHERE t.conversation = ?
+                    """, key)
+            let heldFiles = try Self.heldRows(
+                in: db, sql: "SELECT \(Self.fileWriteColumns) FROM timeline_file WHERE conversation = ?", key)
+            // Column 0 is the id, column 10 `retracted`.
+            let shown = Set(heldTimeline.map { RecordID(bytes: Data.fromDatabaseValue($0[0])!) })
             let wasRetracted = Set(
-                try Data.fetchAll(
-                    db, sql: "SELECT id FROM timeline WHERE conversation = ? AND retracted = 1", arguments: [key]
-                ).map { RecordID(bytes: $0) })
+                heldTimeline.filter { $0[10] == true.databaseValue }.map {
+                    RecordID(bytes: Data.fromDatabaseValue($0[0])!)
+                })
             let changes = TimelineChanges(
                 added: state.timeline.map(\.id).filter { !shown.contains($0) },
                 retracted: state.retracted.keys.filter { !wasRetracted.contains($0) }.sorted())
             for table in ["conversation_member", "epoch_key"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
             }
-            try db.execute(
-                sql: "DELETE FROM reaction WHERE message IN (SELECT id FROM timeline WHERE conversation = ?)",
-                arguments: [key])
-            try db.execute(sql: "DELETE FROM timeline WHERE conversation = ?", arguments: [key])
-            try db.execute(sql: "DELETE FROM timeline_file WHERE conversation = ?", arguments: [key])
+            try Self.writeDifferences(
+                in: db, table: "reaction", columns: "message, person, reaction", keyColumns: ["message", "person"],
+                held: heldReactions, wanted: reactions)
+            try Self.writeDifferences(
+                in: db, table: "timeline", columns: Self.timelineWriteColumns, keyColumns: ["id"], held: heldTimeline,
+                wanted: timeline)
+            try Self.writeDifferences(
+                in: db, table: "timeline_file", columns: Self.fileWriteColumns, keyColumns: ["id"], held: heldFiles,
+                wanted: files)
             guard let kind = state.kind else {
                 try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
                 try SearchIndex.update(conversation: key, to: [], in: db)
@@ -140,74 +217,6 @@ extension Conversations {
                         member == state.creator,
                     ])
             }
-            let insert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO timeline (id, conversation, lamport, author, is_system, text, system_change, reply_to,
-                        edit_count, deleted, retracted, displayed_ms, received_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-            for message in state.retracted.values {
-                let arrived = received[message.id] ?? 0
-                try insert.execute(arguments: [
-                    Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
-                    message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
-                    min(message.displayedAtMillis, max(arrived, 0)), arrived,
-                ])
-            }
-            var lastActivity: Int64 = 0
-            var preview: String?
-            let myRead = state.receipts[identity.author]?.read ?? VectorClock()
-            var unread = 0
-            var documents = [SearchIndex.Document]()
-            for item in state.timeline {
-                let arrived = received[item.id] ?? 0
-                lastActivity = max(lastActivity, arrived)
-                switch item {
-                case .message(let message):
-                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
-                    try insert.execute(arguments: [
-                        Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
-                        message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
-                        message.editCount, message.deleted, false, displayed, arrived,
-                    ])
-                    if let file = message.file {
-                        try db.execute(
-                            sql: """
-                                INSERT INTO timeline_file (id, conversation, name, media_type, size, chunk_count)
-                                VALUES (?, ?, ?, ?, ?, ?)
-                                """,
-                            arguments: [
-                                Data(message.id.bytes), key, file.name, file.mediaType, Int64(file.size),
-                                file.chunks.count,
-                            ])
-                    }
-                    if !message.deleted {
-                        // A file message has no text: its file name is what search finds.
-                        let searchable = message.file?.name ?? message.text
-                        if !searchable.isEmpty {
-                            documents.append(
-                                SearchIndex.Document(
-                                    message: Data(message.id.bytes), text: searchable, shownMillis: displayed))
-                        }
-                        let line = message.file.map { "[file] \($0.name)" } ?? message.text
-                        let text = String(line.prefix(Self.previewCharacters))
-                        preview = kind == .group ? "\(name(message.author)): \(text)" : text
-                    }
-                    if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
-                    for (person, reaction) in state.reactions[message.id] ?? [:] {
-                        try db.execute(
-                            sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
-                            arguments: [Data(message.id.bytes), Data(person.bytes), Int(reaction.rawValue)])
-                    }
-                case .system(let event):
-                    try insert.execute(arguments: [
-                        Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
-                        describe(event, name: name), nil, 0, false, false,
-                        min(event.displayedAtMillis, max(arrived, 0)),
-                        arrived,
-                    ])
-                }
-            }
             let others = state.sortedMembers.filter { $0 != identity.author }
             let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
             try db.execute(
@@ -228,6 +237,45 @@ extension Conversations {
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
             return changes
+        }
+    }
+
+    /// The timeline columns `refresh` writes, in the order of its rows.
+    private static let timelineWriteColumns = """
+        id, conversation, lamport, author, is_system, text, system_change, reply_to, edit_count, deleted, retracted, \
+        displayed_ms, received_ms
+        """
+    private static let fileWriteColumns = "id, conversation, name, media_type, size, chunk_count"
+
+    /// The rows `sql` selects for one conversation (its only argument), as values.
+    private static func heldRows(in db: Database, sql: String, _ conversation: Data) throws -> [[DatabaseValue]] {
+        try Row.fetchAll(db, sql: sql, arguments: [conversation]).map { Array($0.databaseValues) }
+    }
+
+    /// Brings `table` from the `held` rows to the `wanted` ones (both in `columns` order, keyed by the first
+    /// `keyColumns.count` values) by deleting, inserting and replacing only rows that differ, so refreshing a
+    /// long conversation after one new message writes a few rows instead of all of them.
+    private static func writeDifferences(
+        in db: Database, table: String, columns: String, keyColumns: [String], held: [[DatabaseValue]],
+        wanted: [[DatabaseValue]]
+    ) throws {
+        let width = keyColumns.count
+        var stale = [ArraySlice<DatabaseValue>: [DatabaseValue]]()
+        for row in held { stale[row.prefix(width)] = row }
+        var changed = [[DatabaseValue]]()
+        for row in wanted {
+            if stale.removeValue(forKey: row.prefix(width)) != row { changed.append(row) }
+        }
+        if !stale.isEmpty {
+            let delete = try db.cachedStatement(
+                sql: "DELETE FROM \(table) WHERE " + keyColumns.map { "\($0) = ?" }.joined(separator: " AND "))
+            for key in stale.keys { try delete.execute(arguments: StatementArguments(Array(key))) }
+        }
+        if !changed.isEmpty {
+            let placeholders = Array(repeating: "?", count: changed[0].count).joined(separator: ", ")
+            let upsert = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO \(table) (\(columns)) VALUES (\(placeholders))")
+            for row in changed { try upsert.execute(arguments: StatementArguments(row)) }
         }
     }
 
