@@ -15,8 +15,9 @@ public struct TypingTracker: Sendable {
     public static let refreshInterval: Duration = .seconds(2)
     /// Typing ends this long after the last keystroke (SPEC F12: 3 s).
     public static let idleTimeout: Duration = .seconds(3)
-    /// Someone is shown typing for this long after their last frame: one refresh interval plus a second of slack.
-    public static let displayTimeout: Duration = .seconds(3)
+    /// Someone is shown typing for this long after their last frame: one refresh interval plus two seconds of slack,
+    /// so a refresh delayed on a slow path or a loaded machine does not make the indicator flicker off and on.
+    public static let displayTimeout: Duration = .seconds(4)
     /// How long a highest sequence is remembered after its frame: far longer than any path's delay.
     public static let sequenceMemory: Duration = .seconds(60)
     /// (conversation, author) pairs whose highest sequence is remembered: bounds the memory a flood of throwaway

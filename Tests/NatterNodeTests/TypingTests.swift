@@ -39,7 +39,7 @@ struct TypingTests {
         #expect(again && stopped && !twice)
     }
 
-    @Test("others: shown until stopped or 3 s after their last frame; copies and replays are dropped; bounded")
+    @Test("others: shown until stopped or 4 s after their last frame; copies and replays are dropped; bounded")
     func othersAndCopies() {
         var tracker = TypingTracker()
         let key = TypingTracker.Key(conversation: here, author: bob)
@@ -49,8 +49,8 @@ struct TypingTests {
         let started = tracker.received(key, typing: true, now: .seconds(1))
         let refreshed = tracker.received(key, typing: true, now: .seconds(2))  // changes nothing
         #expect(started && !refreshed && tracker.people(in: here) == [bob])
-        let notYet = tracker.tick(now: .milliseconds(4_999))
-        let expired = tracker.tick(now: .seconds(5))  // 3 s after the refresh at 2 s
+        let notYet = tracker.tick(now: .milliseconds(5_999))
+        let expired = tracker.tick(now: .seconds(6))  // 4 s after the refresh at 2 s
         #expect(notYet.changed.isEmpty && expired.changed == [here] && tracker.people(in: here).isEmpty)
         let carolKey = TypingTracker.Key(conversation: here, author: carol)
         let carolStarts = tracker.received(carolKey, typing: true, now: .seconds(6))
@@ -133,14 +133,14 @@ struct TypingTests {
         #expect(typingEvents(net, node: 1).isEmpty && typingEvents(net, node: 3).isEmpty)
     }
 
-    @Test("a lost stopped frame: the indicator expires 3 s after the last frame")
+    @Test("a lost stopped frame: the indicator expires 4 s after the last frame")
     func expiresWithoutStop() throws {
         let (net, alice, carol, group) = try groupOverRelays()
         net.perform(0, alice.userTyping(in: group, now: net.now))
         net.run()
         #expect(carol.typingPeople(in: group) == [alice.identity.author])
         // Alice's node goes silent (its stop never comes): only Carol's clock moves.
-        net.now += .milliseconds(2_999)
+        net.now += .milliseconds(3_999)
         net.perform(2, carol.handle(.tick, now: net.now))
         #expect(carol.typingPeople(in: group) == [alice.identity.author])
         net.now += .milliseconds(1)
