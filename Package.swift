@@ -62,6 +62,9 @@ let package = Package(
             dependencies: [
                 "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The node actor runs on an event-loop thread of its own (blocking SQLite work off the shared pool).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
