@@ -3,6 +3,8 @@ public import NatterModel
 public import NatterNetwork
 public import NatterStore
 public import ServiceLifecycle
+import NIOCore
+import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
@@ -48,6 +50,17 @@ public actor Node: Service {
     /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
     /// instead of after every turn; they lag it by at most this or the next tick (`tickIntervalMax`).
     public static let bulkRefreshInterval: Duration = .milliseconds(250)
+
+    /// Threads the node actors run on, apart from Swift's shared cooperative pool. The actor does blocking work —
+    /// SQLite reads, fsynced commits, refreshing conversation tables — and on the shared pool (as many threads as
+    /// cores) two busy nodes, or one node and its REPL, would hold every thread: other tasks, such as the one that
+    /// shows a message that just arrived, would wait for a refresh to finish. Nodes in one process share these
+    /// threads round-robin. Never shut down, like NIO's own singleton.
+    private static let actorThreads = MultiThreadedEventLoopGroup(numberOfThreads: max(2, System.coreCount))
+
+    /// The event loop this actor's jobs run on, as an executor (kept: the unowned reference below must outlive it).
+    private nonisolated let executor: any SerialExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let core: NodeCore
     private let transport: TCPTransport
@@ -97,6 +110,7 @@ public actor Node: Service {
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
         discovery: DiscoveryConfiguration? = DiscoveryConfiguration()
     ) async throws {
+        executor = Self.actorThreads.next().executor
         var configuration = NodeConfiguration()
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
@@ -122,6 +136,7 @@ public actor Node: Service {
 
     /// Sends records this node just wrote to every peer and reports the changes.
     public func publish(_ records: [Record]) {
+        if Self.tracing { Self.trace("publish \(records.count) records") }
         perform(core.published(records, now: now))
         refresh()
     }
@@ -334,7 +349,9 @@ public actor Node: Service {
     private func refresh() {
         guard core.isRefreshPending else { return }
         lastRefresh = clock.now
+        if Self.tracing { Self.trace("refresh") }
         perform(core.refreshPending())
+        if Self.tracing { Self.trace("refreshed") }
     }
 
     private func handle(_ event: TCPTransport.Event) {
@@ -462,7 +479,9 @@ public actor Node: Service {
     private static func trace(_ line: String) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        var text = Array("trace: \(now.tv_sec).\(now.tv_nsec / 1_000_000) \(line)\n".utf8)
+        let micros = String(now.tv_nsec / 1_000)
+        let fraction = String(repeating: "0", count: 6 - micros.count) + micros
+        var text = Array("trace: \(now.tv_sec).\(fraction) \(line)\n".utf8)
         _ = write(2, &text, text.count)
     }
 
@@ -473,7 +492,7 @@ public actor Node: Service {
                 switch action {
                 case .send(let link, let bytes): Self.trace("send \(link) \(bytes.count) bytes")
                 case .close(let link): Self.trace("close \(link)")
-                case .event: break
+                case .event(let event): Self.trace("event \(String(describing: event).prefix(60))")
                 }
             }
             switch action {

@@ -67,15 +67,20 @@ enum NetworkBench {
         _ = try senderService.publishProfile(name: "Sender", now: nowMillis())
         _ = try receiverService.publishProfile(name: "Receiver", now: nowMillis())
         let (senderNode, receiverNode) = try await linkedPair(listening: sender, dialling: receiver)
-        let (arrivals, arrivalsContinuation) = AsyncStream.makeStream(of: RecordID.self)
+        // Each arrival is timed when the receiving node reports it, not when the sending side (still inside
+        // `publish`, which refreshes the sender's tables after the record has left) gets round to reading it.
+        let clock = ContinuousClock()
+        let (arrivals, arrivalsContinuation) = AsyncStream.makeStream(of: Arrival.self)
         let watcher = Task {
             for await event in receiverNode.events {
-                if case .applied(let ids) = event { for id in ids { arrivalsContinuation.yield(id) } }
+                if case .applied(let ids) = event {
+                    let at = clock.now
+                    for id in ids { arrivalsContinuation.yield(Arrival(id: id, at: at)) }
+                }
             }
             arrivalsContinuation.finish()
         }
         defer { watcher.cancel() }
-        let clock = ContinuousClock()
         return try await running([senderNode, receiverNode]) {
             var arrived = arrivals.makeAsyncIterator()
             // The sender needs the receiver's profile (its encryption key) before it can found the group.
@@ -98,8 +103,8 @@ enum NetworkBench {
                 let record = try service.send("latency probe \(number)", in: group, now: nowMillis())
                 appendMillis.append(seconds(clock.now - start) * 1_000)
                 await senderNode.publish([record])
-                try await waitFor([record.id], in: &arrived)
-                millis.append(seconds(clock.now - start) * 1_000)
+                let arrival = try await waitFor([record.id], in: &arrived)
+                millis.append(seconds(arrival - start) * 1_000)
                 // Chat pace rather than a flood: the nodes finish rewriting their conversation tables (which
                 // follows delivery, off the measured path) before the next message.
                 try await Task.sleep(for: pause)
@@ -110,12 +115,24 @@ enum NetworkBench {
 
     // MARK: - Plumbing
 
-    private static func waitFor(_ ids: Set<RecordID>, in arrivals: inout AsyncStream<RecordID>.Iterator) async throws {
+    /// A record the receiving node reported applied, and when.
+    private struct Arrival {
+        let id: RecordID
+        let at: ContinuousClock.Instant
+    }
+
+    /// Waits until every one of `ids` has arrived; when the last of them did.
+    @discardableResult
+    private static func waitFor(_ ids: Set<RecordID>, in arrivals: inout AsyncStream<Arrival>.Iterator) async throws
+        -> ContinuousClock.Instant
+    {
         var missing = ids
+        var last: ContinuousClock.Instant?
         while !missing.isEmpty {
-            guard let id = await arrivals.next() else { throw BenchError("the receiving node stopped") }
-            missing.remove(id)
+            guard let arrival = await arrivals.next() else { throw BenchError("the receiving node stopped") }
+            if missing.remove(arrival.id) != nil { last = arrival.at }
         }
+        return last ?? ContinuousClock.now
     }
 
     /// Two nodes on loopback under one fresh network key, without discovery: the second dials the first.
