@@ -76,8 +76,9 @@ public struct NodeConfiguration: Sendable {
     /// so a message is on its way before the tables are rewritten, and a node catching up rewrites them once per
     /// burst of batches, not once per batch (decision 0006).
     public var conversationRefreshDelay: Duration? = .zero
-    /// Least time between two RECORDS messages on a link after one that was not full
-    /// (`NatterSync.Limits.syncPushInterval`, 50 ms); the lab varies it to measure the trade-off.
+    /// Longest a link holds RECORDS after one that was not full (`NatterSync.Limits.syncPushInterval`, 50 ms); each
+    /// link holds for less when its handshake was quick (`Limits.syncPushInterval(upTo:handshake:)`). The lab varies
+    /// it to measure the trade-off.
     public var syncPushInterval: Duration = NatterSync.Limits.syncPushInterval
 
     public init() {}
@@ -264,6 +265,7 @@ public final class NodeCore {
 
     private func handshakeActions(_ id: LinkID, _ actions: [LinkHandshake.Action], now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
+        let openedAt: Duration = if case .handshaking(_, let at) = links[id] { at } else { now }
         for action in actions {
             switch action {
             case .send(let bytes):
@@ -299,17 +301,21 @@ public final class NodeCore {
                     links[existingID] = nil
                     out += [.event(.peerDown(peer, existingID)), .close(existingID)]
                 }
-                out += establish(id, done, peer, initiatedBy: initiatedBy, now: now)
+                out += establish(id, done, peer, initiatedBy: initiatedBy, handshake: now - openedAt, now: now)
             }
         }
         return out
     }
 
+    /// Starts the sync session of a link whose handshake took `handshake` (about one round trip and a half, plus
+    /// the key exchange's computation): its push interval scales with it (`Limits.syncPushInterval(upTo:handshake:)`).
     private func establish(
-        _ id: LinkID, _ done: LinkEstablished, _ peer: AuthorID, initiatedBy: AuthorID, now: Duration
+        _ id: LinkID, _ done: LinkEstablished, _ peer: AuthorID, initiatedBy: AuthorID, handshake: Duration,
+        now: Duration
     ) -> [NodeAction] {
         var session = SyncSession(
-            source: StoreRecordSource(store: store), pushInterval: configuration.syncPushInterval)
+            source: StoreRecordSource(store: store),
+            pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake))
         let start = session.start(now: now)
         links[id] = .established(
             Established(peer: peer, initiatedBy: initiatedBy, channel: done.channel, session: session))

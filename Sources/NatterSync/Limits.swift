@@ -68,6 +68,18 @@ public enum Limits {
     /// live push carries several records (docs/performance.md).
     public static let syncPushInterval: Duration = .milliseconds(50)
 
+    /// A link's push interval is its handshake's duration divided by this, at most `syncPushInterval`. Holding a
+    /// frame saves frames but costs latency; the cost matters only against the link's own delay. A handshake takes
+    /// one to one and a half round trips (plus the key exchange's computation), so a quarter of it is at most about
+    /// a third of a round trip: on a LAN or loopback (handshake ~1 ms) records go at once, on a 100 ms link (the
+    /// lab's Maelstrom setting, handshake 200-300 ms) the full 50 ms applies.
+    public static let syncPushIntervalHandshakeDivisor = 4
+
+    /// The push interval for a link whose handshake took `handshake`, at most `cap`.
+    public static func syncPushInterval(upTo cap: Duration, handshake: Duration) -> Duration {
+        max(.zero, min(cap, handshake / syncPushIntervalHandshakeDivisor))
+    }
+
     /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64

@@ -20,14 +20,16 @@ final class PipeNetwork {
     var events: [(node: Int, event: NodeEvent)] = []
     var framesSent = 0
 
-    func add(_ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork) throws -> NodeCore {
+    func add(_ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero)
+        throws -> NodeCore
+    {
         var rng = SeededGenerator(seed: seed)
         let identity = LocalIdentity(
             signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
         let store = try RecordStore.inMemory()
         var configuration = NodeConfiguration()
         configuration.conversationRefreshDelay = .zero  // these tests read the tables right after a delivery
-        configuration.syncPushInterval = .zero  // and run the network without advancing time
+        configuration.syncPushInterval = pushInterval  // .zero: run the network without advancing time
         let node = NodeCore(
             store: store, identity: identity, networkKey: network, configuration: configuration,
             random: SeededGenerator(seed: seed ^ 1))
@@ -91,6 +93,15 @@ final class PipeNetwork {
         }
     }
 
+    /// Delivers queued inputs one at a time, `delay` after each other (a link with that much latency), until quiet.
+    func runSlowly(delay: Duration, steps: Int = 10_000) {
+        for _ in 0..<steps where !queue.isEmpty {
+            now += delay
+            step(1)
+        }
+        precondition(queue.isEmpty, "the network did not settle")
+    }
+
     /// Advances virtual time by `step` and ticks every node.
     func advance(_ step: Duration) {
         now += step
@@ -134,6 +145,34 @@ struct NodeCoreTests {
             net.events.contains {
                 $0.node == 1 && { if case .conversationChanged(group, _) = $0.event { true } else { false } }($0)
             })
+    }
+
+    @Test(
+        "a link's push interval scales with its handshake: a quick one sends every record at once, a slow one holds",
+        arguments: [false, true])
+    func pushIntervalFollowsHandshake(slowLink: Bool) throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 1, pushInterval: .milliseconds(50))
+        let bob = try net.add("Bob", seed: 2, pushInterval: .milliseconds(50))
+        net.connect(alice, bob)
+        // A slow link: every input arrives 100 ms after the one before, so the handshake takes a few hundred ms.
+        if slowLink { net.runSlowly(delay: .milliseconds(100)) } else { net.run() }
+        #expect(alice.connectedPeers.keys.contains(bob.identity.author))
+        let group = try alice.conversations.createGroup(title: "Hold", members: [bob.identity.author], now: 10)
+        net.advance(.seconds(1))  // past any hold of the initial exchange
+        net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: group), now: net.now))
+        net.run()
+        net.advance(.seconds(1))
+        // Two messages a millisecond apart: the first goes at once on either link.
+        net.publish(alice, try alice.conversations.send("first", in: group, now: 11))
+        #expect(try bob.conversations.history(group).last?.text == "first")
+        net.now += .milliseconds(1)
+        net.publish(alice, try alice.conversations.send("second", in: group, now: 12))
+        let secondAtOnce = try bob.conversations.history(group).last?.text == "second"
+        // The quick link (handshake in zero virtual time) does not hold; the slow one holds until its interval ends.
+        #expect(secondAtOnce == !slowLink)
+        net.advance(.milliseconds(50))
+        #expect(try bob.conversations.history(group).last?.text == "second")
     }
 
     @Test("a node that is not a member relays a conversation it cannot read (store and forward)")
