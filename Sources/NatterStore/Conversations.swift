@@ -131,8 +131,13 @@ public final class Conversations: Sendable {
     public func snapshot(of conversation: ConversationID) throws -> ConversationSnapshot {
         let context = try context(for: conversation)
         let feeds = try store.feeds(of: conversation)
+        // Taken out of the table while it is extended, so its storage is not shared and `add` does not copy every
+        // entry of the conversation (copy-on-write); put back below. A concurrent snapshot of the same
+        // conversation meanwhile starts from scratch, which is slower but gives the same state. If reading throws,
+        // the cache is dropped (the next call starts over) rather than kept half extended.
         var cache =
-            caches.withLock { $0[conversation] } ?? ConversationCache(engine: ConversationEngine(context: context))
+            caches.withLock { $0.removeValue(forKey: conversation) }
+            ?? ConversationCache(engine: ConversationEngine(context: context))
         let shrunk = feeds.contains { $0.applied < cache.applied[$0.author] ?? 0 }
         if shrunk || cache.engine.context.directParties != context.directParties {
             // A fork un-applied records, or we learned who founded it: start over.
@@ -163,9 +168,9 @@ public final class Conversations: Sendable {
                 if case .unreadable = entry.body { cache.unreadable[entry.id] = records[entry.id] }
             }
             cache.engine.add(entries)
-            let updated = cache
-            caches.withLock { $0[conversation] = updated }
         }
+        let kept = cache
+        caches.withLock { $0[conversation] = kept }
         return ConversationSnapshot(
             id: conversation, context: context, state: cache.engine.state, keys: cache.keys, engine: cache.engine)
     }
