@@ -42,6 +42,27 @@ struct SyncFlowTests {
         }
     }
 
+    @Test("a catch-up interleaves feeds chunk by chunk, each feed still in sequence order")
+    func feedsInterleaved() {
+        let feeds = [Self.alice, Self.bob, Self.carol].map {
+            Fixture.feed($0, in: Fixture.conversation(1), count: 100, payloadBytes: 8)
+        }
+        var pair = SyncPair(a: Fixture.log(feeds.flatMap { $0 }), b: InMemoryRecordSource())
+        pair.start()
+        pair.run()
+        let sent = pair.stats[.a]!.recordIDs
+        #expect(sent.count == 300 && pair.violations.isEmpty)
+        // The first batch (256 records) carries every feed, not the first two and a half.
+        let author = Dictionary(uniqueKeysWithValues: feeds.flatMap { $0 }.map { ($0.id, $0.header.author) })
+        let firstChunks = sent.prefix(3 * SyncSession<InMemoryRecordSource>.readChunkRecords).map { author[$0]! }
+        #expect(Set(firstChunks).count == 3)
+        // Within each feed, records still go in sequence order.
+        for feed in feeds {
+            let ids = Set(feed.map(\.id))
+            #expect(sent.filter { ids.contains($0) } == feed.map(\.id))
+        }
+    }
+
     @Test("after catching up, each new record crosses the link once, never back")
     func livePushOnce() {
         let base = Fixture.feed(Self.alice, in: Fixture.conversation(1), count: 20)

@@ -574,7 +574,8 @@ public struct SyncSession<Source: RecordSource> {
         }
     }
 
-    /// Sends batches while credit lasts: evidence first, then the queued feeds from what the peer holds on.
+    /// Sends batches while credit lasts: evidence first, then the queued feeds from what the peer holds on, a chunk
+    /// of `readChunkRecords` from each feed in turn.
     private mutating func pump() {
         while sendCredit > 0 {
             if pushHeldUntil != nil { break }
@@ -605,7 +606,13 @@ public struct SyncSession<Source: RecordSource> {
                 }
                 peerHeld[feed] = held + UInt64(taken)
                 if taken < records.count { break feeds }  // the batch is full by bytes
-                if records.count < wanted { pushQueue.popFront() }  // the feed is exhausted
+                if records.count < wanted {
+                    pushQueue.popFront()  // the feed is exhausted
+                } else {
+                    // More to come: the next chunk is another feed's, so feeds that depend on each other arrive
+                    // side by side and the receiver can apply as it stores instead of after the last feed.
+                    pushQueue.rotateFront()
+                }
             }
             guard !batch.isEmpty else { break }
             actions.append(.send(SyncMessage.encodeRecords(batch, credit: creditToReturn)))
@@ -726,6 +733,13 @@ struct FeedQueue {
     /// Appends `feed` unless it is queued already.
     mutating func add(_ feed: FeedKey) {
         if members.insert(feed).inserted { items.append(feed) }
+    }
+
+    /// Moves the front feed to the back.
+    mutating func rotateFront() {
+        guard let feed = front else { return }
+        popFront()
+        add(feed)
     }
 
     mutating func popFront() {
