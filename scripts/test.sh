@@ -24,3 +24,23 @@ else
 fi
 
 swift test --skip-build
+
+# The lab's smoke sweep: 100 seeds with random faults (loss, duplication, partitions, crash-restarts) on a release
+# build, two halves side by side on two cores. Every seed must converge and pass every checker (docs/lab.md).
+swift build -c release --product natter
+sweep_logs=$(mktemp -d)
+.build/release/natter lab sweep --seeds 50 --first-seed 1 >"$sweep_logs/a" 2>&1 &
+first_half=$!
+.build/release/natter lab sweep --seeds 50 --first-seed 51 >"$sweep_logs/b" 2>&1 &
+second_half=$!
+status=0
+wait "$first_half" || status=1
+wait "$second_half" || status=1
+for half in a b; do
+    if [ "$status" -ne 0 ]; then cat "$sweep_logs/$half"; else tail -n 2 "$sweep_logs/$half"; fi
+done
+rm -rf "$sweep_logs"
+if [ "$status" -ne 0 ]; then
+    echo "lab smoke sweep failed: replay a failing seed with the command printed above" >&2
+    exit 1
+fi
