@@ -391,9 +391,15 @@ public final class Conversations: Sendable {
     private func check(_ body: ConversationEntry.Body, header: RecordHeader, against snapshot: ConversationSnapshot)
         throws
     {
-        let probe = RecordID(bytes: [UInt8](repeating: 0xFF, count: 32))
-        var engine = snapshot.engine
-        engine.add([ConversationEntry(id: probe, header: header, body: body)])
-        if let reason = engine.state.rejected[probe] { throw ConversationError.refused(reason) }
+        let probe = ConversationEntry(id: RecordID(bytes: [UInt8](repeating: 0xFF, count: 32)), header: header, body: body)
+        let reason = snapshot.engine.contentRejection(of: probe)
+        // Debug builds (every test) check the shortcut against adding the entry to a copy of the engine.
+        assert(
+            {
+                var engine = snapshot.engine
+                engine.add([probe])
+                return engine.state.rejected[probe.id] == reason
+            }(), "contentRejection disagrees with add for \(body)")
+        if let reason { throw ConversationError.refused(reason) }
     }
 }

@@ -64,6 +64,23 @@ public struct ConversationEngine: Sendable {
         return false
     }
 
+    /// Why the rules would reject content `entry` if it were added now, or nil; the engine is unchanged. For what
+    /// this node is about to write: its dependencies are the applied frontier, so it sorts after everything added
+    /// and only the content check at that position is run — O(controls), where adding it to a copy of the engine
+    /// would copy every entry of the conversation. Anything else is checked on a copy, exactly as `add` would.
+    public func contentRejection(of entry: ConversationEntry) -> String? {
+        if case .content(let operation) = entry.body, bodies[entry.id] == nil,
+            derivation.processed.last.map({ $0.position < entry.position }) ?? true
+        {
+            var probe = derivation  // shares storage; only its small fold cache may be copied
+            let before = probe.stateBefore(entry)
+            return probe.contentProblem(entry, operation, before)
+        }
+        var copy = self
+        copy.add([entry])
+        return copy.state.rejected[entry.id]
+    }
+
     private mutating func rebuild() {
         rebuilds += 1
         derivation = Derivation(context: derivation.context)
