@@ -86,6 +86,37 @@ struct DiscoveryMachineTests {
         #expect(try periods(seed: 43) != gaps)
     }
 
+    @Test("a node it did not know gets one broadcast beacon within 200 ms, at most one such answer per second")
+    func answersNewcomers() throws {
+        var machine = Self.machine()
+        var random = SeededGenerator(seed: 9)
+        _ = machine.start(now: .zero)
+        for step in 1...2 { _ = machine.tick(now: .milliseconds(200 * Int64(step))) }  // the start burst is over
+        let periodic = try #require(machine.nextDeadline())
+        #expect(periodic >= .seconds(15))
+        // A newcomer: the next beacon moves to within 200 ms (no datagram is sent back to it directly).
+        let heard = machine.beaconReceived(
+            Self.beacon(Self.tag(1), port: 6001, random: &random), from: "10.0.0.2", now: .seconds(5))
+        #expect(Self.sent(heard).isEmpty)
+        let answerAt = try #require(machine.nextDeadline())
+        #expect(answerAt >= .seconds(5) && answerAt <= .seconds(5) + .milliseconds(200))
+        #expect(Self.sent(machine.tick(now: answerAt)).count == 1)
+        #expect(try #require(machine.nextDeadline()) >= answerAt + .seconds(15), "then the period again")
+        // A known node's beacon changes nothing; another newcomer within a second is not answered.
+        let deadline = machine.nextDeadline()
+        _ = machine.beaconReceived(
+            Self.beacon(Self.tag(1), port: 6001, random: &random), from: "10.0.0.2",
+            now: .seconds(5) + .milliseconds(300))
+        _ = machine.beaconReceived(
+            Self.beacon(Self.tag(2), port: 6002, random: &random), from: "10.0.0.3",
+            now: .seconds(5) + .milliseconds(500))
+        #expect(machine.nextDeadline() == deadline)
+        // A newcomer a second after the last answer is answered again.
+        _ = machine.beaconReceived(
+            Self.beacon(Self.tag(3), port: 6003, random: &random), from: "10.0.0.4", now: .seconds(6))
+        #expect(try #require(machine.nextDeadline()) <= .seconds(6) + .milliseconds(200))
+    }
+
     @Test("an interface change starts a new burst at once")
     func interfaceChange() {
         var machine = Self.machine()

@@ -49,6 +49,16 @@ public enum DiscoveryLimits {
     /// least this much later.
     public static let dialIntervalMin: Duration = .seconds(1)
 
+    /// A node that hears a node it did not know answers with one beacon of its own (broadcast like every beacon,
+    /// never unicast) within this delay, drawn at random so a whole LAN does not answer at once: 200 ms. Without
+    /// it, a newcomer whose socket was bound after its neighbours' start bursts would hear of them only at their
+    /// next periodic beacon, 15–30 s later (they dial it, but it cannot dial them).
+    public static let answerDelayMax: Duration = .milliseconds(200)
+
+    /// Least time between two answers: 1 s, so a crowd of newcomers (or forged tags) costs at most one extra beacon
+    /// per second.
+    public static let answerIntervalMin: Duration = .seconds(1)
+
     /// Distinct (source, reason) rejections that are logged: 256. Each is logged once; past this, one line says that
     /// further rejections go unlogged, so a flood of spoofed sources cannot flood the log.
     public static let rejectionsLoggedMax = 256

@@ -86,6 +86,8 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
     private var started = false
     /// Burst beacons still to send, the next one at `nextBeaconAt`.
     private var burstPending = 0
+    /// When this node last scheduled an answer to a node it did not know (`DiscoveryLimits.answerIntervalMin`).
+    private var lastAnswerAt: Duration?
     private var nextBeaconAt: Duration?
 
     private var sources: [Host: SourceBucket] = [:]
@@ -171,6 +173,7 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
             serial += 1
             candidate = Candidate(host: source, port: beacon.port, lastSeen: now, serial: serial)
             actions.append(.log(.discovered(tag: beacon.tag, host: source, port: beacon.port)))
+            scheduleAnswer(now: now)
         }
         candidate.host = source
         candidate.port = beacon.port
@@ -211,6 +214,16 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
         if burstPending > 0 { burstPending -= 1 }
         nextBeaconAt = now + (burstPending > 0 ? schedule.burstInterval : jitteredPeriod())
         return .sendBeacon(bytes)
+    }
+
+    /// Brings the next beacon forward to a random moment within `answerDelayMax`, at most once per
+    /// `answerIntervalMin`: the newcomer hears of this node now, not at its next periodic beacon.
+    private mutating func scheduleAnswer(now: Duration) {
+        guard lastAnswerAt.map({ now - $0 >= DiscoveryLimits.answerIntervalMin }) ?? true else { return }
+        lastAnswerAt = now
+        let delay = Duration.milliseconds(
+            Int64.random(in: 0...Int64(milliseconds(DiscoveryLimits.answerDelayMax)), using: &random))
+        nextBeaconAt = min(nextBeaconAt ?? now + delay, now + delay)
     }
 
     private mutating func jitteredPeriod() -> Duration {
