@@ -26,9 +26,10 @@ final class TwoPeople: Sendable {
         self.root = root
         alice = try await ReplNode(root: root, name: "Alice")
         bob = try await ReplNode(root: root, name: "Bob", peers: [alice.node.port], configure: configure)
-        await alice.succeeds("/wait peer Bob 10")
-        await alice.succeeds("/wait known Bob 10")
-        await bob.succeeds("/wait known Alice 10")
+        // Setup, not a timing target: generous for a loaded machine running the whole suite.
+        await alice.succeeds("/wait peer Bob 30")
+        await alice.succeeds("/wait known Bob 30")
+        await bob.succeeds("/wait known Alice 30")
     }
 
     func stop() async {
