@@ -76,6 +76,11 @@ public final class Conversations: Sendable {
         self.identity = identity
     }
 
+    /// Forgets what is cached of `conversation` (its records were evicted: a later fetch starts from scratch).
+    public func forgetCache(of conversation: ConversationID) {
+        caches.withLock { $0[conversation] = nil }
+    }
+
     // MARK: - Profiles
 
     /// Publishes (or updates) this identity's profile: display name and certified encryption key.

@@ -215,6 +215,17 @@ enum Schema {
                     ) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("v6-relay-evictions") { db in
+            // Conversations the relay quota evicted (SPEC F16): their records are refused unchecked until the entry
+            // expires or an invitation into the conversation arrives. Bounded (`QuotaConfiguration`).
+            try db.execute(
+                sql: """
+                    CREATE TABLE evicted_conversation (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        evicted_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 }
