@@ -20,13 +20,17 @@ final class RecordedNode: Sendable {
     let events = Mutex<[(at: ContinuousClock.Instant, event: NodeEvent)]>([])
     let tasks = Mutex<[Task<Void, Never>]>([])
 
-    init(root: String, name: String, peers: [Int]) async throws {
+    init(
+        root: String, name: String, peers: [Int], quotas: QuotaConfiguration = .init(),
+        prepare: (RecordStore) throws -> Void = { _ in }
+    ) async throws {
         path = "\(root)/\(name)"
         let (identity, store) = try DataDirectoryHandle(explicit: path).initialise(name: name, network: nil)
+        try prepare(store)
         node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0),
-            peers: peers.map { PeerAddress(host: "127.0.0.1", port: $0) }, discovery: nil)
+            peers: peers.map { PeerAddress(host: "127.0.0.1", port: $0) }, discovery: nil, quotas: quotas)
         let node = node
         tasks.withLock {
             $0 = [
