@@ -607,7 +607,13 @@ public final class NodeCore {
     public func refreshPending() -> [NodeAction] {
         guard refreshAt != nil else { return [] }
         refreshAt = nil
-        guard let changes = try? conversations.refreshChanged() else { return [] }
+        guard var changes = try? conversations.refreshChanged() else { return [] }
+        // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed again.
+        let reduced = changes.keys.sorted().filter { !((try? conversations.reduceJunk(in: $0)) ?? []).isEmpty }
+        if !reduced.isEmpty, let again = try? conversations.refreshChanged() {
+            // Junk records were rejected by the rules, so dropping them changes no line; report what did.
+            for (conversation, change) in again where changes[conversation] == nil { changes[conversation] = change }
+        }
         return changes.keys.sorted().compactMap { conversation in
             let change = changes[conversation]!
             return change.added.isEmpty && change.retracted.isEmpty

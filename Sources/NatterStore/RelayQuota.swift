@@ -146,3 +146,29 @@ extension RecordStore {
         }
     }
 }
+
+extension RecordStore {
+    /// Reduces junk feeds of a conversation this node reads to their frontier (DESIGN §3): the feed rows stay (the
+    /// frontier, so sync stops fetching them, and what others' dependencies need: ids and Lamport numbers), the
+    /// record bodies go (and the bodies of later records as they arrive), and the conversation is marked for a
+    /// refresh. Returns the bytes dropped.
+    @discardableResult
+    public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
+        try writer.write { db in
+            var dropped = 0
+            for author in authors {
+                let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]
+                dropped +=
+                    try Int.fetchOne(
+                        db, sql: "SELECT COALESCE(SUM(length(bytes)), 0) FROM record WHERE conversation = ? AND author = ?",
+                        arguments: arguments) ?? 0
+                try db.execute(
+                    sql: "UPDATE record SET bytes = X'' WHERE conversation = ? AND author = ?", arguments: arguments)
+                try db.execute(sql: "UPDATE feed SET junk = 1 WHERE conversation = ? AND author = ?", arguments: arguments)
+            }
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)", arguments: [Data(conversation.bytes)])
+            return dropped
+        }
+    }
+}

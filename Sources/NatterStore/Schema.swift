@@ -226,6 +226,11 @@ enum Schema {
                     ) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("v7-junk-feeds") { db in
+            // Junk feeds (DESIGN §3): feeds of authors never in the roster of a conversation this node reads. Their
+            // rows (the frontier) stay; their records keep id and header columns, with empty bytes.
+            try db.execute(sql: "ALTER TABLE feed ADD COLUMN junk INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -133,6 +133,16 @@ struct FloodLoopbackTests {
         try await Task.sleep(for: .seconds(2.5))
         var after = [(bytes: Int, conversations: Int)]()
         for node in [alice, relay, bob] { after.append(try await relayUsage(node)) }
+        // The members reduced the junk feeds in their chat to their frontier: no body of a throwaway author is held.
+        var junkHeld = [Int]()
+        for node in [alice, bob] {
+            let store = await node.node.conversations.store
+            let junk = try store.feeds(of: chat).filter(\.isJunk)
+            junkHeld.append(
+                try junk.reduce(0) { $0 + (try store.recordBytes(conversation: chat, author: $1.author, from: 1, limit: 1_000_000).count) })
+            #expect(junk.count == 10, "the 10 throwaway authors of the chat are junk feeds")
+        }
+        #expect(junkHeld == [0, 0])
         let sizes = [alice, relay, bob, flooder].map(fileBytes)
         let evicted = await relay.node.ingestCounts.evicted
         print(

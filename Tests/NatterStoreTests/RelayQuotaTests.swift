@@ -118,7 +118,7 @@ struct RelayQuotaTests {
         #expect(try store.evictedConversations(sinceMillis: 10_003).isEmpty, "expired")
     }
 
-    @Test("a database from before the relay quota (v5) upgrades: the evictions table appears, the log is intact")
+    @Test("a database from before the quotas (v5) upgrades: evictions table, junk column, the log intact")
     func upgradesFromV5() throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -129,12 +129,72 @@ struct RelayQuotaTests {
             let older = try DatabaseQueue()
             try Schema.migrator.migrate(older, upTo: "v5-search-and-local-settings")
             try SearchMigrationTests().downgrade(store.writer, to: older)
+            // v7 added a column, which dropping tables does not undo.
+            try store.writer.writeWithoutTransaction { db in try db.execute(sql: "ALTER TABLE feed DROP COLUMN junk") }
+            #expect(try SearchMigrationTests().schema(store.writer) == SearchMigrationTests().schema(older))
             #expect(try store.writer.read { db in try db.tableExists("evicted_conversation") } == false)
         }
         let reopened = try RecordStore.open(directory: directory)
         #expect(try reopened.writer.read { db in try db.tableExists("evicted_conversation") })
+        #expect(try reopened.feeds().allSatisfy { !$0.isJunk }, "v7: every existing feed is not junk")
         #expect(try reopened.logDigest() == digest)
         #expect(try reopened.evictedConversations(sinceMillis: 0).isEmpty)
         #expect(try reopened.integrityCheck() == "ok")
+    }
+}
+
+@Suite("Junk feeds reduced to their frontier")
+struct JunkFeedTests {
+    @Test("authors never in the roster: frontier kept, bodies dropped, nothing more taken; members' history and writing go on")
+    func junkReduced() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-junk-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let alice = try Replica("Alice", seed: 911)
+        let bob = try Replica("Bob", seed: 912)
+        try introduce([alice, bob])
+        let group = try alice.conversations.createGroup(title: "Flooded", members: [bob.id], now: alice.tick())
+        try alice.conversations.send("before the flood", in: group, now: alice.tick())
+        let junk = try floodRecords(conversation: group, authors: 3, perAuthor: 20, seed: 913)
+        let store = try RecordStore.open(directory: directory)
+        _ = try store.ingest(try alice.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        _ = try store.ingest(try bob.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        _ = try store.ingest(junk.map(\.bytes), receivedAtMillis: 2)
+        let conversations = Conversations(store: store, identity: bob.identity)
+        try conversations.refreshChanged()
+        let digest = try store.logDigest()
+        let junkAuthors = Set(junk.map(\.header.author))
+
+        #expect(Set(try conversations.junkAuthors(in: group)) == junkAuthors)
+        #expect(Set(try conversations.reduceJunk(in: group)) == junkAuthors)
+        try conversations.refreshChanged()
+        #expect(try conversations.junkAuthors(in: group).isEmpty, "reduced once")
+        // The frontier stays (sync stops fetching; the digest is unchanged), the bodies are gone.
+        #expect(try store.logDigest() == digest)
+        for feed in try store.feeds(of: group) where junkAuthors.contains(feed.author) {
+            #expect(feed.stored == 20 && feed.applied == 20 && feed.isJunk && feed.stalledReason == nil)
+            #expect(try store.recordBytes(conversation: group, author: feed.author, from: 1, limit: 100).isEmpty)
+        }
+        #expect(try store.appliedRecords(of: group).allSatisfy { !junkAuthors.contains($0.header.author) })
+        // Delivered again, junk is a duplicate (not even verified); continued, its frontier advances without bodies.
+        // (The same seed gives the first author again, with 5 records past its frontier.)
+        let more = try floodRecords(conversation: group, authors: 1, perAuthor: 25, seed: 913)
+        #expect(Array(more.prefix(20)) == Array(junk.prefix(20)))
+        let outcomes = try store.ingest(more.map(\.bytes), receivedAtMillis: 3).outcomes
+        #expect(outcomes.prefix(20).allSatisfy { if case .duplicate = $0 { true } else { false } })
+        #expect(outcomes.suffix(5).allSatisfy { if case .stored = $0 { true } else { false } })
+        let continued = try #require(try store.feeds(of: group).first { $0.author == more[0].header.author })
+        #expect(continued.isJunk && continued.stored == 25 && continued.applied == 25)
+        #expect(try store.recordBytes(conversation: group, author: continued.author, from: 1, limit: 100).isEmpty)
+        // Members read and write on (a new record depends on the junk feeds' frontier: ids and Lamport numbers kept).
+        #expect(try conversations.history(group).compactMap(\.text) == ["before the flood"])
+        let reply = try conversations.send("after the flood", in: group, now: 1_800_000_000_000)
+        try conversations.refreshChanged()
+        #expect(try conversations.history(group).last?.text == "after the flood")
+        _ = try alice.store.ingest(try store.allRecords().map(\.bytes), receivedAtMillis: 4)
+        try alice.conversations.refreshChanged()
+        #expect(try alice.store.appliedClock(of: group)[bob.id] == reply.header.sequence, "applies elsewhere")
+        #expect(try store.integrityCheck() == "ok")
     }
 }
