@@ -82,12 +82,17 @@ public final class Conversations: Sendable {
     }
 
     /// The authors of applied records in `conversation` who were never in its roster (not the creator, in no
-    /// epoch's roster, not a member): junk feeds (DESIGN §3). Only for a conversation this node is a member of
-    /// (it reads every epoch). An honest author's records depend on the commit that added them, so they are never
+    /// epoch's roster, not a member): junk feeds (DESIGN §3). Only for a conversation this node is a member of and
+    /// whose every commit it can read (so it knows every roster). An honest author's records depend on the commit that added them, so they are never
     /// applied before that commit: a feed judged here is junk for good, on every member alike.
     public func junkAuthors(in conversation: ConversationID) throws -> [AuthorID] {
-        let state = try snapshot(of: conversation).state
+        let snapshot = try snapshot(of: conversation)
+        let state = snapshot.state
         guard state.exists, state.members[me] != nil else { return [] }
+        // Every commit must be readable here: one sealed without us (a concurrent add) may be what made an author
+        // a member, and judging without it would call an honest feed junk.
+        guard !snapshot.engine.entries.contains(where: { $0.header.kind == .commit && state.unreadable.contains($0.id) })
+        else { return [] }
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
         for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }

@@ -10,6 +10,7 @@ import NatterTestSupport
 import Testing
 
 @testable import NatterNode
+@testable import natter
 
 @Suite("Ingest quotas (pure)")
 struct IngestQuotaUnitTests {
@@ -162,5 +163,22 @@ struct QuotaCoreTests {
         #expect(try relay.conversations.conversationList().contains { $0.id == group && $0.isMember })
         net.advance(.seconds(2))
         #expect(try held(relay, group) == held(alice, group), "a member conversation is never evicted")
+    }
+}
+
+@Suite("Quota options of natter run")
+struct QuotaOptionTests {
+    @Test("the options set the quotas (burst ten times the rate); defaults otherwise; nonsense is refused")
+    func options() throws {
+        let defaults = try RunCommand.parse([]).quotas
+        #expect(defaults == QuotaConfiguration())
+        let quotas = try RunCommand.parse([
+            "--peer-record-rate", "100", "--author-record-rate", "7", "--relay-conversations", "3", "--relay-mib", "5",
+        ]).quotas
+        #expect(quotas.peerRecordsPerSecond == 100 && quotas.peerRecordsBurst == 1_000)
+        #expect(quotas.authorRecordsPerSecond == 7 && quotas.authorRecordsBurst == 70)
+        #expect(quotas.relayConversationsMax == 3 && quotas.relayBytesMax == 5 << 20)
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-record-rate", "0"]) }
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--relay-mib", "-1"]) }
     }
 }
