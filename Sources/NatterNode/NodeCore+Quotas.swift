@@ -51,6 +51,9 @@ extension NodeCore {
     func enforceRelayQuota(now: Duration) -> [NodeAction] {
         let quotas = configuration.quotas
         let nowMillis = wallClockMillis(now)
+        // Conversations whose membership is not derived yet are left out of this check: check again once it is,
+        // even if nothing more arrives.
+        if (try? store.hasPendingConversations()) == true { relayCheckAt = now + quotas.relayCheckInterval }
         guard
             let victims = try? store.enforce(
                 RelayQuota(conversationsMax: quotas.relayConversationsMax, bytesMax: quotas.relayBytesMax),

@@ -128,7 +128,7 @@ public final class NodeCore {
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked.
     var evicted: [ConversationID: Int64] = [:]
     /// When the relay quota is next checked (nil: nothing stored since the last check).
-    private var relayCheckAt: Duration?
+    var relayCheckAt: Duration?
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
 

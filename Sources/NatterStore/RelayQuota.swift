@@ -172,3 +172,11 @@ extension RecordStore {
         }
     }
 }
+
+extension RecordStore {
+    /// Whether some conversation's derived state is pending (`dirty_conversation`): its membership cannot be told
+    /// yet, so the relay quota leaves it out until the refresh, and checks again after.
+    public func hasPendingConversations() throws -> Bool {
+        try writer.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)") ?? false }
+    }
+}

@@ -89,6 +89,10 @@ func eventually(seconds: Double = 10, _ condition: () async throws -> Bool) asyn
 struct TypingLoopbackTests {
     @Test("typing reaches the member through a relay within 200 ms, clears after 3 s, is never stored or shown to others")
     func typingOverLoopback() async throws {
+        try await MachineTurns.shared.exclusive { try await typingOverLoopbackAlone() }
+    }
+
+    func typingOverLoopbackAlone() async throws {
         #expect(FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3"), "the test reads databases with sqlite3")
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-typing-\(UUID().uuidString)")
             .path
