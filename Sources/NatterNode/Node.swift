@@ -108,10 +108,11 @@ public actor Node: Service {
     /// announce itself and dial the nodes it hears on the LAN. Call `run()` to start.
     public init(
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
-        discovery: DiscoveryConfiguration? = DiscoveryConfiguration()
+        discovery: DiscoveryConfiguration? = DiscoveryConfiguration(), quotas: QuotaConfiguration = QuotaConfiguration()
     ) async throws {
         executor = Self.actorThreads.next().executor
         var configuration = NodeConfiguration()
+        configuration.quotas = quotas
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
         core = NodeCore(
@@ -133,6 +134,10 @@ public actor Node: Service {
     public var conversations: Conversations { core.conversations }
     public var identity: LocalIdentity { core.identity }
     public var connectedPeers: [AuthorID] { core.connectedPeers.keys.sorted() }
+    /// Records the core was delivered and stored (new), and relay-only conversations it evicted, since it started.
+    public var ingestCounts: (delivered: Int, new: Int, evicted: Int) {
+        (core.recordsDelivered, core.recordsNew, core.conversationsEvicted)
+    }
 
     /// Sends records this node just wrote to every peer and reports the changes.
     public func publish(_ records: [Record]) {

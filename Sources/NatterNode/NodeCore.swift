@@ -80,6 +80,8 @@ public struct NodeConfiguration: Sendable {
     /// link holds for less when its handshake was quick (`Limits.syncPushInterval(upTo:handshake:)`). The lab varies
     /// it to measure the trade-off.
     public var syncPushInterval: Duration = NatterSync.Limits.syncPushInterval
+    /// Ingest quotas per link and author, and relay quotas (SPEC F16): `QuotaConfiguration`'s defaults.
+    public var quotas = QuotaConfiguration()
 
     public init() {}
 }
@@ -118,6 +120,18 @@ public final class NodeCore {
     var typing = TypingTracker()
     /// Typing frames each link may still bring (`Limits.typingFramesPerLink…`).
     var typingBuckets: [LinkID: TokenBucket] = [:]
+    /// Ingest quotas per link and per author, checked before a delivery is verified.
+    var quotas: IngestQuotas
+    private var floodNotices = FloodNotices()
+    /// Deliveries the ingest quotas hold back, per link in order, and when the link's next check is due. At most a
+    /// sync window's worth per link: the session returns no credit for them, so the sender waits.
+    private var heldDeliveries: [LinkID: (deliveries: [[[UInt8]]], until: Duration)] = [:]
+    /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked.
+    var evicted: [ConversationID: Int64] = [:]
+    /// When the relay quota is next checked (nil: nothing stored since the last check).
+    var relayCheckAt: Duration?
+    /// Relay-only conversations evicted since the core started.
+    public internal(set) var conversationsEvicted = 0
 
     private enum Link {
         case handshaking(LinkHandshake, openedAt: Duration)
@@ -141,6 +155,7 @@ public final class NodeCore {
         self.configuration = configuration
         self.random = random
         conversations = Conversations(store: store, identity: identity)
+        quotas = IngestQuotas(configuration: configuration.quotas)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.
         var generator = random
         let staticKey = NoiseKeyPair.generate(using: &generator)
@@ -148,6 +163,9 @@ public final class NodeCore {
         linkConfiguration = LinkConfiguration(
             identity: identity.signing, staticKey: staticKey, networkKey: networkKey,
             rekeyIntervalFrames: configuration.rekeyIntervalFrames)
+        evicted =
+            (try? store.evictedConversations(
+                sinceMillis: configuration.clockOriginMillis - Self.millis(configuration.quotas.evictionMemory))) ?? [:]
     }
 
     /// Peers with an established link, and the link.
@@ -196,6 +214,8 @@ public final class NodeCore {
             return out + ingestDeliveries(now: now)
         case .linkClosed(let id):
             roles[id] = nil
+            heldDeliveries[id] = nil
+            quotas.forget(link: id)
             guard let link = links.removeValue(forKey: id) else { return [] }
             if case .established(let established) = link { return [.event(.peerDown(established.peer, id))] }
             return []
@@ -217,6 +237,8 @@ public final class NodeCore {
         if let deadline = fetcher.nextDeadline() { deadlines.append(deadline) }
         if let refreshDeadline { deadlines.append(refreshDeadline) }
         if let deadline = typing.nextDeadline() { deadlines.append(deadline) }
+        deadlines += heldDeliveries.values.map(\.until)
+        if let relayCheckAt { deadlines.append(relayCheckAt) }
         return deadlines.min()
     }
 
@@ -375,31 +397,89 @@ public final class NodeCore {
 
     // MARK: - Ingest
 
-    /// Ingests what the sessions delivered during this input, each link's consecutive deliveries in one transaction.
+    /// Ingests what the sessions delivered during this input, each link's consecutive deliveries in one transaction,
+    /// unless the ingest quotas hold them back (then they wait, unverified, behind the link's earlier ones).
     private func ingestDeliveries(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
         while let id = deliveries.first?.link {
             let run = deliveries.prefix { $0.link == id }.map(\.records)
             deliveries.removeFirst(run.count)
-            out += ingest(run, from: id, now: now)
+            if heldDeliveries[id] != nil {
+                heldDeliveries[id]!.deliveries += run
+                continue
+            }
+            out += admit(run, from: id, now: now)
+        }
+        return out
+    }
+
+    /// Ingests a link's deliveries if the quotas allow it now (a header parse names the authors; nothing is
+    /// verified before), or holds them and logs the flood once per peer. At most
+    /// `ingestRecordsPerTurnMax` records go at once; the rest wait for the next tick, so other inputs come between.
+    private func admit(_ run: [[[UInt8]]], from id: LinkID, now: Duration) -> [NodeAction] {
+        var taken = 1
+        var records = run[0].count
+        while taken < run.count, records + run[taken].count <= configuration.quotas.ingestRecordsPerTurnMax {
+            records += run[taken].count
+            taken += 1
+        }
+        let first = Array(run.prefix(taken))
+        let headers = first.joined().map { try? RecordCodec.storedHeader($0) }
+        guard let wait = quotas.wait(link: id, authors: Set(headers.compactMap { $0?.author }), now: now) else {
+            if taken < run.count { heldDeliveries[id] = (Array(run[taken...]), now) }
+            return ingest(first, headers: headers, from: id, now: now)
+        }
+        heldDeliveries[id] = (run, now + wait)
+        guard case .established(let established) = links[id],
+            let line = floodNotices.held(established.peer, now: now)
+        else { return [] }
+        return [.event(.notice(line))]
+    }
+
+    /// Deliveries held by the quotas whose time has come: checked again, ingested or held longer.
+    private func releaseHeldDeliveries(now: Duration) -> [NodeAction] {
+        var out = [NodeAction]()
+        for id in heldDeliveries.keys.sorted() where heldDeliveries[id]!.until <= now {
+            let run = heldDeliveries.removeValue(forKey: id)!.deliveries
+            guard case .established = links[id] else { continue }
+            out += admit(run, from: id, now: now)
         }
         return out
     }
 
     /// Ingests records delivered by a link's session, replays buffered successors, reports outcomes to that
     /// session (one report per delivery, in order) and pushes what was stored to every other session.
-    private func ingest(_ delivered: [[[UInt8]]], from id: LinkID, now: Duration) -> [NodeAction] {
+    private func ingest(
+        _ delivered: [[[UInt8]]], headers: [RecordHeader?], from id: LinkID, now: Duration
+    ) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
-        let report: IngestReport
+        // Records of evicted conversations are refused unchecked (reported as held, so the session does not ask
+        // again), except a commit that invites this node: the eviction is forgotten and the conversation fetched.
+        var refused = Set<Int>()
+        var invitations = [Record]()
+        for (index, header) in headers.enumerated() {
+            guard let header, isEvicted(header.conversation, now: now) else { continue }
+            if header.kind == .commit, let invitation = invitation(records[index]) {
+                forgetEviction(header.conversation)
+                invitations.append(invitation)
+            } else {
+                refused.insert(index)
+            }
+        }
+        let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
+        let storeReport: IngestReport
         do {
-            report = try store.ingest(records, receivedAtMillis: wallClockMillis(now))
+            storeReport = try store.ingest(admitted, receivedAtMillis: wallClockMillis(now))
         } catch {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
+        var storeOutcomes = storeReport.outcomes.makeIterator()
+        let outcomes = records.indices.map { refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()! }
+        chargeQuotas(link: id, outcomes: outcomes, headers: headers, refused: refused, now: now)
         var stored = [StoredRecord]()
         var out = [NodeAction]()
         recordsDelivered += records.count
-        for (bytes, outcome) in zip(records, report.outcomes) {
+        for (bytes, outcome) in zip(records, outcomes) {
             if case .stored = outcome { recordsNew += 1 }
             switch outcome {
             case .stored, .forkEvidence:
@@ -416,20 +496,46 @@ public final class NodeCore {
         var offset = 0
         for delivery in delivered {
             guard case .established(var established) = links[id] else { break }
-            let outcomes = report.outcomes[offset..<(offset + delivery.count)]
+            let reported = outcomes[offset..<(offset + delivery.count)]
             offset += delivery.count
-            let actions = established.session.ingested(outcomes.map(SyncIngestOutcome.init), now: now)
+            let actions = established.session.ingested(reported.map(SyncIngestOutcome.init), now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
         }
+        out += fetchInvited(invitations, from: id, now: now)
         let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
         stored += drained.stored
         out += storedLocally(stored, except: nil, now: now)
-        let applied = report.applied + drained.applied
+        if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
+        let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
         return out
+    }
+
+    /// Asks the delivering peer for every feed an invitation's commit depends on (and the commit's own feed), from
+    /// the start: the conversation was evicted here, so the session's belief that this node holds them is wrong.
+    private func fetchInvited(_ invitations: [Record], from id: LinkID, now: Duration) -> [NodeAction] {
+        var out = [NodeAction]()
+        for invitation in invitations {
+            let header = invitation.header
+            for author in Set(header.dependencies.map(\.author) + [header.author]).sorted() {
+                guard case .established(var established) = links[id] else { return out }
+                let actions = established.session.missing(
+                    conversation: header.conversation, author: author, from: 1, now: now)
+                links[id] = .established(established)
+                out += syncActions(id, actions, now: now)
+            }
+        }
+        return out
+    }
+
+    /// Forgets buffered records of a conversation (it was evicted).
+    func dropBuffered(_ conversation: ConversationID) {
+        for feed in causalBuffer.keys where feed.conversation == conversation {
+            bufferedCount -= causalBuffer.removeValue(forKey: feed)!.count
+        }
     }
 
     /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
@@ -507,7 +613,13 @@ public final class NodeCore {
     public func refreshPending() -> [NodeAction] {
         guard refreshAt != nil else { return [] }
         refreshAt = nil
-        guard let changes = try? conversations.refreshChanged() else { return [] }
+        guard var changes = try? conversations.refreshChanged() else { return [] }
+        // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed again.
+        let reduced = changes.keys.sorted().filter { !((try? conversations.reduceJunk(in: $0)) ?? []).isEmpty }
+        if !reduced.isEmpty, let again = try? conversations.refreshChanged() {
+            // Junk records were rejected by the rules, so dropping them changes no line; report what did.
+            for (conversation, change) in again where changes[conversation] == nil { changes[conversation] = change }
+        }
         return changes.keys.sorted().compactMap { conversation in
             let change = changes[conversation]!
             return change.added.isEmpty && change.retracted.isEmpty
@@ -556,8 +668,12 @@ public final class NodeCore {
     // MARK: - Time
 
     private func tick(now: Duration) -> [NodeAction] {
-        var out = [NodeAction]()
+        var out = releaseHeldDeliveries(now: now)
         if let refreshDeadline, now >= refreshDeadline { out += refreshPending() }
+        if let relayCheckAt, now >= relayCheckAt {
+            self.relayCheckAt = nil
+            out += enforceRelayQuota(now: now)
+        }
         for id in links.keys.sorted() {
             switch links[id] {
             case .handshaking(_, let openedAt) where now >= openedAt + configuration.handshakeTimeout:

@@ -76,6 +76,41 @@ public final class Conversations: Sendable {
         self.identity = identity
     }
 
+    /// Forgets what is cached of `conversation` (its records were evicted: a later fetch starts from scratch).
+    public func forgetCache(of conversation: ConversationID) {
+        caches.withLock { $0[conversation] = nil }
+    }
+
+    /// The authors of applied records in `conversation` who were never in its roster (not the creator, in no
+    /// epoch's roster, not a member): junk feeds (DESIGN §3). Only for a conversation this node is a member of and
+    /// whose every commit it can read (so it knows every roster). An honest author's records depend on the commit that added them, so they are never
+    /// applied before that commit: a feed judged here is junk for good, on every member alike.
+    public func junkAuthors(in conversation: ConversationID) throws -> [AuthorID] {
+        let snapshot = try snapshot(of: conversation)
+        let state = snapshot.state
+        guard state.exists, state.members[me] != nil else { return [] }
+        // Every commit must be readable here: one sealed without us (a concurrent add) may be what made an author
+        // a member, and judging without it would call an honest feed junk.
+        guard !snapshot.engine.entries.contains(where: { $0.header.kind == .commit && state.unreadable.contains($0.id) })
+        else { return [] }
+        var everMember = Set(state.members.keys)
+        if let creator = state.creator { everMember.insert(creator) }
+        for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }
+        return try store.feeds(of: conversation).filter { $0.applied > 0 && !$0.isJunk && !everMember.contains($0.author) }
+            .map(\.author)
+    }
+
+    /// Reduces the junk feeds of `conversation` to their frontier (`RecordStore.reduceJunk`) and forgets the cached
+    /// derivation, so their records no longer cost anything. Returns the junk authors found.
+    @discardableResult
+    public func reduceJunk(in conversation: ConversationID) throws -> [AuthorID] {
+        let junk = try junkAuthors(in: conversation)
+        guard !junk.isEmpty else { return [] }
+        try store.reduceJunk(conversation: conversation, authors: junk)
+        forgetCache(of: conversation)
+        return junk
+    }
+
     // MARK: - Profiles
 
     /// Publishes (or updates) this identity's profile: display name and certified encryption key.

@@ -22,6 +22,11 @@ public struct FeedState: Equatable, Sendable {
     /// Why the record after `applied` can never be applied (it breaks a rule), if so.
     public var stalledReason: String?
 
+    /// A junk feed (DESIGN §3): its author was never in the roster of a conversation this node reads. Its frontier
+    /// is kept and still advances (so sync stops fetching it, and records that depend on it apply); its record
+    /// bodies are dropped, now and as they arrive (`RecordStore.reduceJunk`).
+    public var isJunk = false
+
     /// An empty feed.
     public init(conversation: ConversationID, author: AuthorID) {
         self.conversation = conversation
@@ -37,7 +42,7 @@ public struct FeedState: Equatable, Sendable {
 
     /// The columns `init(row:)` reads, in its order.
     static let columns =
-        "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason"
+        "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason, junk"
 
     /// Reads a row of `columns` by position (the schema's order), which is much cheaper than by name.
     init(row: Row) {
@@ -50,6 +55,7 @@ public struct FeedState: Equatable, Sendable {
         appliedLamport = UInt64(row[6] as Int64)
         forkSequence = (row[7] as Int64?).map(UInt64.init)
         stalledReason = row[8]
+        isJunk = row[9]
     }
 
     static func fetchAll(_ db: Database, conversation: ConversationID?) throws -> [FeedState] {
@@ -69,12 +75,12 @@ public struct FeedState: Equatable, Sendable {
         try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO feed (conversation, author, stored_sequence, stored_head, applied_sequence,
-                    applied_head, applied_lamport, fork_sequence, stalled_reason)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    applied_head, applied_lamport, fork_sequence, stalled_reason, junk)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             Data(conversation.bytes), Data(author.bytes), Int64(stored), Data(storedHead.bytes), Int64(applied),
-            Data(appliedHead.bytes), Int64(appliedLamport), forkSequence.map(Int64.init), stalledReason,
+            Data(appliedHead.bytes), Int64(appliedLamport), forkSequence.map(Int64.init), stalledReason, isJunk,
         ])
     }
 }

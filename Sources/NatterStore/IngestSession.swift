@@ -102,7 +102,8 @@ struct IngestSession {
         ).execute(arguments: [
             Data(record.id.bytes), Data(key.conversation.bytes), Data(key.author.bytes), Int64(sequence),
             Int64(header.kind.rawValue), Data(header.epoch.bytes), Int64(header.lamport), header.createdAtMillis,
-            receivedAtMillis, Data(record.bytes),
+            // A junk feed's frontier advances (records depending on it must apply) but its bodies are not kept.
+            receivedAtMillis, state.isJunk ? Data() : Data(record.bytes),
         ])
         state.stored = sequence
         state.storedHead = record.id
@@ -155,7 +156,9 @@ struct IngestSession {
         ).map { RecordID(bytes: Array($0)) }
     }
 
-    private func header(at position: Position) throws -> (RecordHeader, RecordID) {
+    /// The header and id of a stored record; nil for a junk feed's record past its applied frontier that is not
+    /// in this transaction (its body is dropped: it waits for ever, as it never gets applied elsewhere either).
+    private func header(at position: Position) throws -> (RecordHeader, RecordID)? {
         if let cached = fresh[position] { return cached }
         guard
             let row = try Row.fetchOne(
@@ -165,6 +168,7 @@ struct IngestSession {
                     Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
                 ])
         else { preconditionFailure("feed row claims a record that is not stored: \(position)") }
+        guard !(row[1] as Data).isEmpty else { return nil }
         // Stored records were checked when they arrived: parsing the header is enough.
         return (try RecordCodec.storedHeader(Array(row[1] as Data)), RecordID(bytes: row[0] as Data))
     }
@@ -188,7 +192,8 @@ struct IngestSession {
         let rebuilt = needsRebuild.sorted()
         for conversation in rebuilt {
             var all = try feeds(in: conversation)
-            for author in all.keys.sorted() {
+            // Junk feeds keep their applied frontier: their bodies are gone, so they could not be re-applied.
+            for author in all.keys.sorted() where !all[author]!.isJunk {
                 all[author]!.applied = 0
                 all[author]!.appliedHead = .none
                 all[author]!.appliedLamport = 0
@@ -241,8 +246,10 @@ struct IngestSession {
                 let next = state.applied + 1
                 guard next <= state.stored, state.stalledReason == nil else { break }
                 if let fork = state.forkSequence, next >= fork { break }
-                let (header, id) = try header(
-                    at: Position(conversation: conversation, author: author, sequence: next))
+                guard
+                    let (header, id) = try header(
+                        at: Position(conversation: conversation, author: author, sequence: next))
+                else { break }
                 var bound: UInt64 = 0
                 var cutAtFork = false
                 var blockedOn: AuthorID?

@@ -182,7 +182,8 @@ public final class RecordStore: Sendable {
             }
             var dependencies = [AuthorID: UInt64]()
             var lamport: UInt64 = 0
-            for (feedAuthor, feed) in feeds where feed.applied > 0 {
+            // Junk feeds are no dependency: a member who never held them (they are dropped everywhere) must apply this.
+            for (feedAuthor, feed) in feeds where feed.applied > 0 && !feed.isJunk {
                 dependencies[feedAuthor] = feed.applied
                 lamport = max(lamport, feed.appliedLamport)
             }
@@ -212,7 +213,7 @@ public final class RecordStore: Sendable {
     /// The record with this id, if held in a feed.
     public func record(_ id: RecordID) throws -> NatterModel.Record? {
         try writer.read { db in
-            try Data.fetchOne(db, sql: "SELECT bytes FROM record WHERE id = ?", arguments: [Data(id.bytes)])
+            try Data.fetchOne(db, sql: "SELECT bytes FROM record WHERE id = ? AND length(bytes) > 0", arguments: [Data(id.bytes)])
                 .map { try NatterModel.Record.decode(Array($0)) }
         }
     }
@@ -226,6 +227,7 @@ public final class RecordStore: Sendable {
                 db.cachedStatement(
                     sql: """
                         SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
+                            AND length(bytes) > 0
                         ORDER BY sequence LIMIT ?
                         """),
                 arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
@@ -242,6 +244,7 @@ public final class RecordStore: Sendable {
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
+                        AND length(bytes) > 0
                     ORDER BY sequence LIMIT ?
                     """)
             return try Data.fetchAll(
@@ -391,7 +394,8 @@ extension RecordStore {
                 db,
                 sql: """
                     SELECT r.bytes FROM record r JOIN feed f ON f.conversation = r.conversation AND f.author = r.author
-                    WHERE r.conversation = ? AND r.sequence <= f.applied_sequence ORDER BY r.rowid
+                    WHERE r.conversation = ? AND r.sequence <= f.applied_sequence AND length(r.bytes) > 0
+                    ORDER BY r.rowid
                     """,
                 arguments: [Data(conversation.bytes)]
             ).map { try NatterModel.Record.decode(Array($0)) }
@@ -412,7 +416,7 @@ extension RecordStore {
     /// Every stored record in local arrival order (tests and tools; sync streams per feed instead).
     public func allRecords() throws -> [NatterModel.Record] {
         try writer.read { db in
-            try Data.fetchAll(db, sql: "SELECT bytes FROM record ORDER BY rowid").map {
+            try Data.fetchAll(db, sql: "SELECT bytes FROM record WHERE length(bytes) > 0 ORDER BY rowid").map {
                 try NatterModel.Record.decode(Array($0))
             }
         }

@@ -215,6 +215,22 @@ enum Schema {
                     ) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("v6-relay-evictions") { db in
+            // Conversations the relay quota evicted (SPEC F16): their records are refused unchecked until the entry
+            // expires or an invitation into the conversation arrives. Bounded (`QuotaConfiguration`).
+            try db.execute(
+                sql: """
+                    CREATE TABLE evicted_conversation (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        evicted_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
+        }
+        migrator.registerMigration("v7-junk-feeds") { db in
+            // Junk feeds (DESIGN §3): feeds of authors never in the roster of a conversation this node reads. Their
+            // rows (the frontier) stay; their records keep id and header columns, with empty bytes.
+            try db.execute(sql: "ALTER TABLE feed ADD COLUMN junk INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -57,6 +57,34 @@ struct RunCommand: AsyncParsableCommand {
             valueName: "N"))
     var sendRate: Double?
 
+    @Option(help: ArgumentHelp("New records accepted per second from one peer (default 2000, burst 20000).", valueName: "N"))
+    var peerRecordRate: Double?
+
+    @Option(help: ArgumentHelp("New records accepted per second from one author (default 500, burst 5000).", valueName: "N"))
+    var authorRecordRate: Double?
+
+    @Option(help: ArgumentHelp("Conversations held only as a relay, at most (default 256).", valueName: "N"))
+    var relayConversations: Int?
+
+    @Option(help: ArgumentHelp("Record bytes held only as a relay, at most, in MiB (default 64).", valueName: "MIB"))
+    var relayMib: Int?
+
+    /// The quotas as the options set them (SPEC F16; defaults in `QuotaConfiguration`).
+    var quotas: QuotaConfiguration {
+        var quotas = QuotaConfiguration()
+        if let peerRecordRate {
+            quotas.peerRecordsPerSecond = peerRecordRate
+            quotas.peerRecordsBurst = max(1, Int(peerRecordRate * 10))
+        }
+        if let authorRecordRate {
+            quotas.authorRecordsPerSecond = authorRecordRate
+            quotas.authorRecordsBurst = max(1, Int(authorRecordRate * 10))
+        }
+        if let relayConversations { quotas.relayConversationsMax = relayConversations }
+        if let relayMib { quotas.relayBytesMax = relayMib << 20 }
+        return quotas
+    }
+
     func validate() throws {
         guard PeerAddress(listen) != nil || listen.hasSuffix(":0") else {
             throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:7718")
@@ -66,6 +94,12 @@ struct RunCommand: AsyncParsableCommand {
         }
         if let sendRate, !(sendRate >= 0 && sendRate.isFinite) {
             throw ValidationError("--send-rate takes a number of sends per second (0 for no limit)")
+        }
+        for (name, rate) in [("--peer-record-rate", peerRecordRate), ("--author-record-rate", authorRecordRate)] {
+            if let rate, !(rate > 0 && rate.isFinite) { throw ValidationError("\(name) takes a positive number") }
+        }
+        for (name, count) in [("--relay-conversations", relayConversations), ("--relay-mib", relayMib)] {
+            if let count, count < 0 { throw ValidationError("\(name) takes a number, 0 or more") }
         }
     }
 
@@ -88,7 +122,7 @@ struct RunCommand: AsyncParsableCommand {
             let remembered = try store.namedPeers().compactMap(PeerAddress.init)
             node = try await Node(
                 store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered,
-                discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort))
+                discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort), quotas: quotas)
             try await node.conversations.refreshChanged()
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port

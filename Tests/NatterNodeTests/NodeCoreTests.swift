@@ -20,9 +20,10 @@ final class PipeNetwork {
     var events: [(node: Int, event: NodeEvent)] = []
     var framesSent = 0
 
-    func add(_ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero)
-        throws -> NodeCore
-    {
+    func add(
+        _ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero,
+        quotas: QuotaConfiguration = .init()
+    ) throws -> NodeCore {
         var rng = SeededGenerator(seed: seed)
         let identity = LocalIdentity(
             signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
@@ -30,6 +31,7 @@ final class PipeNetwork {
         var configuration = NodeConfiguration()
         configuration.conversationRefreshDelay = .zero  // these tests read the tables right after a delivery
         configuration.syncPushInterval = pushInterval  // .zero: run the network without advancing time
+        configuration.quotas = quotas
         let node = NodeCore(
             store: store, identity: identity, networkKey: network, configuration: configuration,
             random: SeededGenerator(seed: seed ^ 1))

@@ -246,7 +246,7 @@ struct SearchMigrationTests {
         #expect(try conversations.conversationList().first?.archived == false)
     }
 
-    /// Drops every table, and forgets every migration, that `older` does not have.
+    /// Drops every table and column, and forgets every migration, that `older` does not have.
     func downgrade(_ store: any DatabaseWriter, to older: DatabaseQueue) throws {
         let (keptTables, keptMigrations) = try older.read { db in
             (
@@ -261,6 +261,13 @@ struct SearchMigrationTests {
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (sql LIKE 'CREATE VIRTUAL%') = ?",
                     arguments: [virtual])
                 for table in tables where !keptTables.contains(table) { try db.execute(sql: "DROP TABLE \(table)") }
+            }
+            // Columns later migrations added to tables the older schema has (v7's `feed.junk`).
+            for table in keptTables.sorted() where try db.tableExists(table) {
+                let olderColumns = try older.read { old in Set(try old.columns(in: table).map(\.name)) }
+                for column in try db.columns(in: table).map(\.name) where !olderColumns.contains(column) {
+                    try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(column)")
+                }
             }
             try db.execute(
                 sql: "DELETE FROM grdb_migrations WHERE identifier NOT IN (SELECT value FROM json_each(?))",

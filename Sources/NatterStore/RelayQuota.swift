@@ -1,0 +1,182 @@
+import Foundation
+import GRDB
+public import NatterModel
+
+/// The bounds of what a store holds for conversations its node is not a member of (SPEC F16, DESIGN §3).
+public struct RelayQuota: Sendable, Equatable {
+    /// Relay-only conversations held at most.
+    public var conversationsMax: Int
+    /// Record bytes held at most in relay-only conversations.
+    public var bytesMax: Int
+
+    public init(conversationsMax: Int, bytesMax: Int) {
+        self.conversationsMax = conversationsMax
+        self.bytesMax = bytesMax
+    }
+}
+
+/// What one relay-only conversation costs the store.
+public struct RelayUsage: Equatable, Sendable {
+    public let conversation: ConversationID
+    public let records: Int
+    public let bytes: Int
+    /// Local receive time of its newest record: eviction goes least recently active first.
+    public let lastActivityMillis: Int64
+    /// Whether one of the node's neighbours (the peers given to `relayUsage`) writes in it: such conversations are
+    /// what this node relays for the peers next to it, and go only after every other one.
+    public let servesNeighbour: Bool
+}
+
+extension RecordStore {
+    /// The conversations held only as a relay, least recently active first. A conversation is *not* relay-only —
+    /// never counted, never evicted — when the derived tables say this node is a member, when this node wrote in
+    /// it, when it is a profile feed, or while its derived state is pending (`dirty_conversation`: its membership
+    /// cannot be told yet). Once derived, a conversation whose genesis this node cannot read counts as relay-only:
+    /// an invitation later brings it back (`forgetEviction`).
+    ///
+    /// Eviction order (the result's order): conversations none of `neighbours` writes in first, then the others;
+    /// least recently active first within each. A flood from throwaway identities cannot write as a neighbour, so
+    /// it cannot push out a conversation of the members next to this node before its own.
+    public func relayUsage(member: AuthorID, neighbours: Set<AuthorID> = []) throws -> [RelayUsage] {
+        try writer.read { db in
+            let candidates = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT conversation, MIN(author), MAX(author = ?) FROM feed
+                    WHERE stored_sequence > 0
+                      AND conversation NOT IN (SELECT id FROM conversation WHERE is_member = 1)
+                      AND conversation NOT IN (SELECT id FROM dirty_conversation)
+                    GROUP BY conversation
+                    """,
+                arguments: [Data(member.bytes)])
+            var usage = [RelayUsage]()
+            for row in candidates {
+                let conversation = ConversationID(bytes: row[0] as Data)
+                let wrote: Bool = row[2]
+                if wrote || conversation == .profileFeed(of: AuthorID(bytes: row[1] as Data)) { continue }
+                let sizes = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT COUNT(*), COALESCE(SUM(length(bytes)), 0), COALESCE(MAX(received_ms), 0)
+                            FROM record WHERE conversation = ?
+                            """),
+                    arguments: [row[0] as Data])!
+                var servesNeighbour = false
+                if !neighbours.isEmpty {
+                    servesNeighbour = try Data.fetchAll(
+                        db.cachedStatement(sql: "SELECT author FROM feed WHERE conversation = ?"),
+                        arguments: [row[0] as Data]
+                    ).contains { neighbours.contains(AuthorID(bytes: $0)) }
+                }
+                usage.append(
+                    RelayUsage(
+                        conversation: conversation, records: sizes[0], bytes: sizes[1], lastActivityMillis: sizes[2],
+                        servesNeighbour: servesNeighbour))
+            }
+            return usage.sorted {
+                ($0.servesNeighbour ? 1 : 0, $0.lastActivityMillis, $0.conversation)
+                    < ($1.servesNeighbour ? 1 : 0, $1.lastActivityMillis, $1.conversation)
+            }
+        }
+    }
+
+    /// Evicts whole relay-only conversations in `relayUsage`'s order until `quota` holds: every record,
+    /// feed row, piece of fork evidence and derived row of each goes, in one transaction, and the conversation is
+    /// remembered as evicted at `nowMillis`. Returns the evicted conversations.
+    public func enforce(
+        _ quota: RelayQuota, member: AuthorID, neighbours: Set<AuthorID> = [], nowMillis: Int64, rememberedMax: Int
+    ) throws -> [ConversationID] {
+        var usage = try relayUsage(member: member, neighbours: neighbours)
+        var bytes = usage.reduce(0) { $0 + $1.bytes }
+        var victims = [ConversationID]()
+        while !usage.isEmpty, usage.count > quota.conversationsMax || bytes > quota.bytesMax {
+            let oldest = usage.removeFirst()
+            bytes -= oldest.bytes
+            victims.append(oldest.conversation)
+        }
+        guard !victims.isEmpty else { return [] }
+        try writer.write { db in
+            for conversation in victims {
+                let key = Data(conversation.bytes)
+                for table in ["record", "fork_evidence", "feed"] {
+                    try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
+                }
+                try db.execute(
+                    sql: "DELETE FROM reaction WHERE message IN (SELECT id FROM timeline WHERE conversation = ?)",
+                    arguments: [key])
+                for table in ["conversation_member", "epoch_key", "timeline", "timeline_file"] {
+                    try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
+                }
+                for table in ["conversation", "dirty_conversation"] {
+                    try db.execute(sql: "DELETE FROM \(table) WHERE id = ?", arguments: [key])
+                }
+                try SearchIndex.update(conversation: key, to: [], in: db)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO evicted_conversation (id, evicted_ms) VALUES (?, ?)",
+                    arguments: [key, nowMillis])
+            }
+            // Bounded: the oldest evictions are forgotten first.
+            try db.execute(
+                sql: """
+                    DELETE FROM evicted_conversation WHERE id NOT IN
+                        (SELECT id FROM evicted_conversation ORDER BY evicted_ms DESC, id LIMIT ?)
+                    """,
+                arguments: [max(0, rememberedMax)])
+        }
+        return victims
+    }
+
+    /// Evicted conversations and when, evicted since `sinceMillis` (older entries are deleted).
+    public func evictedConversations(sinceMillis: Int64) throws -> [ConversationID: Int64] {
+        try writer.write { db in
+            try db.execute(sql: "DELETE FROM evicted_conversation WHERE evicted_ms < ?", arguments: [sinceMillis])
+            var result = [ConversationID: Int64]()
+            for row in try Row.fetchAll(db, sql: "SELECT id, evicted_ms FROM evicted_conversation") {
+                result[ConversationID(bytes: row[0] as Data)] = row[1]
+            }
+            return result
+        }
+    }
+
+    /// Forgets that `conversation` was evicted (the node was invited into it: it is fetched normally again).
+    public func forgetEviction(_ conversation: ConversationID) throws {
+        try writer.write { db in
+            try db.execute(
+                sql: "DELETE FROM evicted_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+        }
+    }
+}
+
+extension RecordStore {
+    /// Reduces junk feeds of a conversation this node reads to their frontier (DESIGN §3): the feed rows stay (the
+    /// frontier, so sync stops fetching them, and what others' dependencies need: ids and Lamport numbers), the
+    /// record bodies go (and the bodies of later records as they arrive), and the conversation is marked for a
+    /// refresh. Returns the bytes dropped.
+    @discardableResult
+    public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
+        try writer.write { db in
+            var dropped = 0
+            for author in authors {
+                let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]
+                dropped +=
+                    try Int.fetchOne(
+                        db, sql: "SELECT COALESCE(SUM(length(bytes)), 0) FROM record WHERE conversation = ? AND author = ?",
+                        arguments: arguments) ?? 0
+                try db.execute(
+                    sql: "UPDATE record SET bytes = X'' WHERE conversation = ? AND author = ?", arguments: arguments)
+                try db.execute(sql: "UPDATE feed SET junk = 1 WHERE conversation = ? AND author = ?", arguments: arguments)
+            }
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)", arguments: [Data(conversation.bytes)])
+            return dropped
+        }
+    }
+}
+
+extension RecordStore {
+    /// Whether some conversation's derived state is pending (`dirty_conversation`): its membership cannot be told
+    /// yet, so the relay quota leaves it out until the refresh, and checks again after.
+    public func hasPendingConversations() throws -> Bool {
+        try writer.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)") ?? false }
+    }
+}

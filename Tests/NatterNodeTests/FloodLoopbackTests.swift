@@ -1,0 +1,178 @@
+// Goal: SPEC F16 on real nodes: a node flooding well-formed, signed records from throwaway identities — into
+// conversations nobody else is in, and into the direct chat of two members who reach each other only through a
+// relay — neither grows any other node's store past its relay quota nor slows the members' chat beyond twice its
+// normal latency. Method: five `Node` actors in this process over loopback TCP with SQLite files (Alice ← Relay ←
+// Bob, and the flooder dialling the relay); the members' chat latency is measured first without the flood, then
+// while the flood runs; relay-only usage of every store is sampled throughout and checked after the last quota check.
+//
+// The flooder holds every flood record before it connects, so the rate it offers is what the link carries (far
+// above 10,000 records/s on loopback); `NATTER_FLOOD_RECORDS` sets how many (default 6,000, so CI spends about 20 s
+// under load; it takes turns with the timing-gated typing test, `MachineTurns`). The full figure:
+//   NATTER_FLOOD_RECORDS=200000 swift test --skip-build --filter FloodLoopbackTests
+import Foundation
+import NatterModel
+import NatterNode
+import NatterStore
+import NatterTestSupport
+import Testing
+
+@testable import natter
+
+@Suite("A flood on real nodes over loopback", .serialized)
+struct FloodLoopbackTests {
+    /// Quotas of the honest nodes: small, so the test shows them holding. A relay holds 4 relay-only conversations
+    /// and 2 MiB at most; a link brings 2,000 new records a second (burst 4,000).
+    static var quotas: QuotaConfiguration {
+        var quotas = QuotaConfiguration()
+        quotas.peerRecordsPerSecond = 2_000
+        quotas.peerRecordsBurst = 4_000
+        quotas.relayConversationsMax = 4
+        quotas.relayBytesMax = 2 << 20
+        return quotas
+    }
+
+    /// Relay-only bytes and conversations a node's store holds now.
+    func relayUsage(_ node: RecordedNode) async throws -> (bytes: Int, conversations: Int) {
+        let store = await node.node.conversations.store
+        let usage = try store.relayUsage(member: await node.author)
+        return (usage.reduce(0) { $0 + $1.bytes }, usage.count)
+    }
+
+    /// Sends `text` from Alice to Bob and waits (bounded) until Bob's tables show it: the delivery latency.
+    func latency(_ text: String, from alice: RecordedNode, to bob: RecordedNode, chat: ConversationID) async throws
+        -> Duration
+    {
+        let service = await alice.node.conversations
+        let bobService = await bob.node.conversations
+        let bobID = await bob.author
+        let sent = ContinuousClock.now
+        await alice.node.publish([try service.sendDirect(text, to: bobID, now: nowMillis())])
+        let deadline = sent + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if try bobService.history(chat, limit: 5).contains(where: { $0.text == text }) {
+                return ContinuousClock.now - sent
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        Issue.record("\(text) did not reach Bob within 20 s")
+        return .seconds(20)
+    }
+
+    func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
+
+    func fileBytes(_ node: RecordedNode) -> Int {
+        ["natter.sqlite", "natter.sqlite-wal"].reduce(0) { total, name in
+            let attributes = try? FileManager.default.attributesOfItem(atPath: "\(node.path)/\(name)")
+            return total + ((attributes?[.size] as? NSNumber)?.intValue ?? 0)
+        }
+    }
+
+    @Test("a flood from throwaway identities keeps every store within its relay quota and the chat within 2x latency")
+    func floodThroughRelay() async throws {
+        try await MachineTurns.shared.exclusive { try await floodThroughRelayAlone() }
+    }
+
+    func floodThroughRelayAlone() async throws {
+        let total = ProcessInfo.processInfo.environment["NATTER_FLOOD_RECORDS"].flatMap(Int.init) ?? 6_000
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-flood-\(UUID().uuidString)")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let quotas = Self.quotas
+        let alice = try await RecordedNode(root: root, name: "Alice", peers: [], quotas: quotas)
+        let relay = try await RecordedNode(root: root, name: "Relay", peers: [alice.node.port], quotas: quotas)
+        let bob = try await RecordedNode(root: root, name: "Bob", peers: [relay.node.port], quotas: quotas)
+        let members = [alice, relay, bob]
+        defer { Task { for node in members { await node.stop() } } }
+        let bobID = await bob.author
+        let service = await alice.node.conversations
+        #expect(try await eventually(seconds: 30) { try service.profile(of: bobID) != nil })
+        let chat = try service.directConversationID(with: bobID)
+        _ = try await latency("hello", from: alice, to: bob, chat: chat)
+
+        // Normal: the chat's latency through the relay, with nothing else going on.
+        var normal = [Duration]()
+        for index in 0..<15 {
+            normal.append(try await latency("normal \(index)", from: alice, to: bob, chat: chat))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+
+        // The flood: records from throwaway authors in 8 conversations nobody else is in, and junk feeds in the chat.
+        let conversations = (0..<8).map { floodConversation("nobody-\($0)") }
+        let perConversation = max(1, total / (conversations.count + 1))
+        var flood = [Record]()
+        for (index, conversation) in (conversations + [chat]).enumerated() {
+            flood += try floodRecords(
+                conversation: conversation, authors: 10, perAuthor: max(1, perConversation / 10),
+                seed: 7_000 + UInt64(index))
+        }
+        let newBefore = await relay.node.ingestCounts.new
+        let flooder = try await RecordedNode(root: root, name: "Flooder", peers: [relay.node.port]) { store in
+            for start in stride(from: 0, to: flood.count, by: 4_096) {
+                _ = try store.ingest(flood[start..<min(start + 4_096, flood.count)].map(\.bytes), receivedAtMillis: 1)
+            }
+        }
+        defer { Task { await flooder.stop() } }
+        let floodStart = ContinuousClock.now
+
+        // Under the flood: the same probes, while it lasts (bounded), sampling every store's relay-only usage.
+        var underFlood = [Duration]()
+        var peakBytes = [Int](repeating: 0, count: 3)
+        var index = 0
+        var accepted = 0
+        var lastGrowth = floodStart
+        while ContinuousClock.now - floodStart < .seconds(60) {
+            underFlood.append(try await latency("flood \(index)", from: alice, to: bob, chat: chat))
+            index += 1
+            for (slot, node) in [alice, relay, bob].enumerated() {
+                peakBytes[slot] = max(peakBytes[slot], try await relayUsage(node).bytes)
+            }
+            let now = await relay.node.ingestCounts.new - newBefore
+            if now > accepted { (accepted, lastGrowth) = (now, .now) }
+            // Enough probes, and the flood is in (the relay's new records also count the probes and their receipts,
+            // so this is reached a little early).
+            if underFlood.count >= 15 && accepted >= flood.count { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let floodSeconds = Double((lastGrowth - floodStart).components.seconds)
+            + Double((lastGrowth - floodStart).components.attoseconds) / 1e18
+        // Two relay-quota checks after the probes: every store is within its relay quota.
+        try await Task.sleep(for: .seconds(2.5))
+        var after = [(bytes: Int, conversations: Int)]()
+        for node in [alice, relay, bob] { after.append(try await relayUsage(node)) }
+        // The members reduced the junk feeds in their chat to their frontier: no body of a throwaway author is held.
+        var junkHeld = [Int]()
+        for node in [alice, bob] {
+            let store = await node.node.conversations.store
+            let junk = try store.feeds(of: chat).filter(\.isJunk)
+            junkHeld.append(
+                try junk.reduce(0) { $0 + (try store.recordBytes(conversation: chat, author: $1.author, from: 1, limit: 1_000_000).count) })
+            #expect(junk.count == 10, "the 10 throwaway authors of the chat are junk feeds")
+        }
+        #expect(junkHeld == [0, 0])
+        let sizes = [alice, relay, bob, flooder].map(fileBytes)
+        let evicted = await relay.node.ingestCounts.evicted
+        print(
+            """
+            flood: \(flood.count) records offered at once; the relay accepted \(accepted) in \(floodSeconds) s \
+            (\(Int(Double(accepted) / max(floodSeconds, 0.001))) records/s), evicted \(evicted) conversations
+            chat latency through the relay: normal median \(median(normal)), under flood median \(median(underFlood)) \
+            (max \(underFlood.max()!), \(underFlood.count) probes)
+            relay-only bytes after the last check (Alice, Relay, Bob): \(after.map(\.bytes)) (quota \(quotas.relayBytesMax)); \
+            peaks between checks \(peakBytes); conversations \(after.map(\.conversations)) (quota \(quotas.relayConversationsMax))
+            database files (Alice, Relay, Bob, Flooder): \(sizes) bytes
+            """)
+        for usage in after {
+            #expect(usage.bytes <= quotas.relayBytesMax)
+            #expect(usage.conversations <= quotas.relayConversationsMax)
+        }
+        // Between checks a store may exceed its quota by what its links bring in one check interval (plus a window).
+        let slack = 2 * (quotas.peerRecordsBurst + 2 * Int(quotas.peerRecordsPerSecond) + 2_048) * 600
+        for peak in peakBytes { #expect(peak <= quotas.relayBytesMax + slack) }
+        #expect(accepted > 0, "the flood reached the relay")
+        // The chat: within twice its normal latency (plus 100 ms: wall-clock gates swing on a shared machine).
+        #expect(
+            median(underFlood) <= median(normal) * 2 + .milliseconds(100),
+            "normal \(median(normal)), under flood \(median(underFlood))")
+        #expect(try await bob.node.conversations.history(chat, limit: 1).last?.text == "flood \(index - 1)")
+    }
+}

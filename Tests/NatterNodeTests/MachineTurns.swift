@@ -1,0 +1,20 @@
+/// Tests that load the machine for long (the flood) and tests that gate on wall-clock timings (typing) take turns:
+/// Swift Testing runs suites in parallel, and a timing test starved by a flood fails for nothing it did.
+actor MachineTurns {
+    static let shared = MachineTurns()
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// Runs `body` while no other turn-taking test runs.
+    func exclusive<T: Sendable>(_ body: @Sendable () async throws -> T) async rethrows -> T {
+        if busy {
+            await withCheckedContinuation { waiting.append($0) }
+        } else {
+            busy = true
+        }
+        defer {
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
+    }
+}

@@ -1,0 +1,184 @@
+// Goal: SPEC F16's ingest and relay quotas. The pure bucket logic is checked on its own; then NodeCores over pipes
+// (the real handshake, sync, store and conversations, virtual time) show that a flooding link is slowed — its
+// deliveries held unverified while the sender waits for credit — yet everything arrives in the end, that a relay
+// evicts whole conversations it is not in and does not fetch them again, and that an invitation into an evicted
+// conversation brings it back.
+import Foundation
+import NatterModel
+import NatterStore
+import NatterTestSupport
+import Testing
+
+@testable import NatterNode
+@testable import natter
+
+@Suite("Ingest quotas (pure)")
+struct IngestQuotaUnitTests {
+    let link = LinkID(1)
+    let other = LinkID(2)
+    let alice = AuthorID(bytes: [UInt8](repeating: 1, count: 32))
+    let bob = AuthorID(bytes: [UInt8](repeating: 2, count: 32))
+
+    func configuration(peer: Double = 100, peerBurst: Int = 100, author: Double = 1_000, authorBurst: Int = 1_000)
+        -> QuotaConfiguration
+    {
+        var configuration = QuotaConfiguration()
+        configuration.peerRecordsPerSecond = peer
+        configuration.peerRecordsBurst = peerBurst
+        configuration.authorRecordsPerSecond = author
+        configuration.authorRecordsBurst = authorBurst
+        return configuration
+    }
+
+    @Test("a link within its burst goes at once; past it, the wait is what the rate needs to pay the debt")
+    func linkBudget() {
+        var quotas = IngestQuotas(configuration: configuration())
+        #expect(quotas.wait(link: link, authors: [alice], now: .zero) == nil)
+        quotas.charge(link: link, records: 99, byAuthor: [alice: 99], now: .zero)
+        #expect(quotas.wait(link: link, authors: [alice], now: .zero) == nil)
+        quotas.charge(link: link, records: 150, byAuthor: [alice: 150], now: .zero)
+        // 100 - 249 = -149 tokens: 1.5 s at 100/s until the balance is positive again.
+        #expect(quotas.wait(link: link, authors: [], now: .zero) == .milliseconds(1_500))
+        #expect(quotas.wait(link: link, authors: [], now: .seconds(1)) == .milliseconds(500))
+        #expect(quotas.wait(link: link, authors: [], now: .milliseconds(1_500)) == nil)
+        // Another link is not held by this one's debt.
+        #expect(quotas.wait(link: other, authors: [bob], now: .zero) == nil)
+        // A closed link's debt goes with it.
+        quotas.forget(link: link)
+        #expect(quotas.wait(link: link, authors: [], now: .zero) == nil)
+    }
+
+    @Test("an author in debt holds a delivery on any link that carries its records")
+    func authorBudget() {
+        var quotas = IngestQuotas(configuration: configuration(peer: 1e6, peerBurst: 1_000_000, author: 10, authorBurst: 10))
+        quotas.charge(link: link, records: 30, byAuthor: [alice: 30], now: .zero)
+        #expect(quotas.wait(link: other, authors: [alice, bob], now: .zero) == .milliseconds(2_100))
+        #expect(quotas.wait(link: other, authors: [bob], now: .zero) == nil)
+    }
+
+    @Test("author buckets stay bounded: refilled ones are forgotten first, then the least recently used")
+    func authorsBounded() {
+        var settings = configuration(author: 1, authorBurst: 1)
+        settings.authorsTrackedMax = 100
+        var quotas = IngestQuotas(configuration: settings)
+        for index in 0..<1_000 {
+            let author = AuthorID(bytes: [UInt8](repeating: UInt8(index % 256), count: 31) + [UInt8(index / 256)])
+            quotas.charge(link: link, records: 1, byAuthor: [author: 1], now: .milliseconds(Int64(index)))
+            #expect(quotas.authorsTracked <= 100)
+        }
+    }
+
+    @Test("a flood is noticed once per peer, then at most once per interval, with a count")
+    func floodNoticedOnce() {
+        var notices = FloodNotices()
+        #expect(notices.held(alice, now: .zero) != nil)
+        for second in 1..<100 { #expect(notices.held(alice, now: .seconds(second)) == nil) }
+        #expect(notices.held(bob, now: .seconds(5)) != nil)
+        let again = notices.held(alice, now: FloodNotices.interval + .seconds(1))
+        #expect(again?.contains("(100 deliveries held since the last notice)") == true)
+    }
+}
+
+@Suite("Quotas on node cores over pipes")
+struct QuotaCoreTests {
+    /// Records of `conversation` the node's store holds.
+    func held(_ node: NodeCore, _ conversation: ConversationID) throws -> Int {
+        try node.store.feeds(of: conversation).reduce(0) { $0 + Int($1.stored) }
+    }
+
+    @Test("a link over its quota is slowed, not cut: deliveries wait unverified, and everything arrives in the end")
+    func floodSlowedNotDropped() throws {
+        var quotas = QuotaConfiguration()
+        quotas.peerRecordsPerSecond = 1_000
+        quotas.peerRecordsBurst = 1_000
+        quotas.relayConversationsMax = 10  // no eviction here
+        let net = PipeNetwork()
+        let flooder = try net.add("Flooder", seed: 41)
+        let victim = try net.add("Victim", seed: 42, quotas: quotas)
+        let conversation = floodConversation("slowed")
+        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 43)
+        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        net.connect(flooder, victim)
+        net.run()
+        // At once: the burst, plus at most the one sync window that ran the bucket into debt.
+        let first = try held(victim, conversation)
+        #expect(first >= 1_000 && first <= 1_000 + 8 * 256, "\(first)")
+        var seconds = 0
+        while try held(victim, conversation) < flood.count, seconds < 30 {
+            net.advance(.seconds(1))
+            seconds += 1
+            // Never faster than the rate allows (plus one window in flight).
+            #expect(try held(victim, conversation) <= 1_000 + 1_000 * seconds + 8 * 256)
+        }
+        #expect(try held(victim, conversation) == flood.count)
+        #expect(seconds >= 3 && seconds <= 10, "6,000 records at 1,000/s after a burst of 1,000: about 5 s, took \(seconds)")
+        #expect(try victim.store.logDigest() == flooder.store.logDigest())
+        #expect(victim.connectedPeers.keys.contains(flooder.identity.author), "slowed, not disconnected")
+        let notices = net.events.filter {
+            if $0.node == 1, case .notice(let line) = $0.event { line.contains("ingest quota") } else { false }
+        }
+        #expect(notices.count == 1, "one line for the flooding peer, not one per record or delivery")
+    }
+
+    @Test("a relay evicts whole conversations it is not in, does not fetch them again, and an invitation brings one back")
+    func evictionAndInvitation() throws {
+        var quotas = QuotaConfiguration()
+        quotas.relayConversationsMax = 0
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 51)
+        let relay = try net.add("Relay", seed: 52, quotas: quotas)
+        let bob = try net.add("Bob", seed: 53)
+        net.connect(alice, relay)
+        net.connect(relay, bob)
+        net.run()
+        let group = try alice.conversations.createGroup(title: "Behind the relay", members: [bob.identity.author], now: 10)
+        net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: group), now: net.now))
+        net.run()
+        net.publish(alice, try alice.conversations.send("first", in: group, now: 11))
+        #expect(try bob.conversations.history(group).last?.text == "first", "relayed before the quota check")
+        #expect(try held(relay, group) > 0)
+
+        net.advance(.seconds(2))
+        #expect(try held(relay, group) == 0, "evicted whole")
+        #expect(relay.conversationsEvicted == 1)
+        #expect(try relay.store.evictedConversations(sinceMillis: 0).keys.contains(group))
+        #expect(try relay.store.feeds().allSatisfy { $0.conversation != group })
+        // Profile feeds are not relay conversations: kept.
+        #expect(try relay.store.conversationIDs().contains(.profileFeed(of: alice.identity.author)))
+
+        // New records and anti-entropy rounds do not bring it back (no fetch loop).
+        net.publish(alice, try alice.conversations.send("second", in: group, now: 12))
+        let frames = net.framesSent
+        for _ in 0..<35 { net.advance(.seconds(2)) }  // two anti-entropy rounds; links stay up (pings)
+        #expect(relay.connectedPeers.count == 2)
+        #expect(try held(relay, group) == 0)
+        #expect(net.framesSent - frames < 200, "quiet rounds, not a fetch loop: \(net.framesSent - frames) frames")
+
+        // Alice invites the relay's owner: the commit that adds it is checked, the eviction forgotten, and the
+        // whole conversation fetched.
+        net.publish(alice, try alice.conversations.add([relay.identity.author], to: group, now: 13))
+        net.advance(.seconds(1))
+        #expect(try relay.store.evictedConversations(sinceMillis: 0).isEmpty)
+        #expect(try relay.conversations.history(group).compactMap(\.text).suffix(2) == ["first", "second"])
+        #expect(try relay.conversations.conversationList().contains { $0.id == group && $0.isMember })
+        net.advance(.seconds(2))
+        #expect(try held(relay, group) == held(alice, group), "a member conversation is never evicted")
+    }
+}
+
+@Suite("Quota options of natter run")
+struct QuotaOptionTests {
+    @Test("the options set the quotas (burst ten times the rate); defaults otherwise; nonsense is refused")
+    func options() throws {
+        let defaults = try RunCommand.parse([]).quotas
+        #expect(defaults == QuotaConfiguration())
+        let quotas = try RunCommand.parse([
+            "--peer-record-rate", "100", "--author-record-rate", "7", "--relay-conversations", "3", "--relay-mib", "5",
+        ]).quotas
+        #expect(quotas.peerRecordsPerSecond == 100 && quotas.peerRecordsBurst == 1_000)
+        #expect(quotas.authorRecordsPerSecond == 7 && quotas.authorRecordsBurst == 70)
+        #expect(quotas.relayConversationsMax == 3 && quotas.relayBytesMax == 5 << 20)
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-record-rate", "0"]) }
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--relay-mib", "-1"]) }
+    }
+}

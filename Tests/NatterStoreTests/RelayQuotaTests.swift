@@ -1,0 +1,198 @@
+// Goal: the relay quota (SPEC F16, DESIGN §3) on a real SQLite file: whole conversations this node is not in are
+// evicted, least recently active first, until the count and byte bounds hold; member conversations, profile feeds
+// and conversations this node wrote in are never touched; evictions are remembered (bounded, with expiry) and
+// survive a restart; and a database from before the quota upgrades.
+import Foundation
+import GRDB
+import NatterCrypto
+import NatterModel
+import NatterTestSupport
+import Testing
+
+@testable import NatterStore
+
+@Suite("Relay quota on SQLite")
+struct RelayQuotaTests {
+    func temporaryDirectory() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("natter-relay-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Bob's store on disk: a group he is in (with Alice), Alice's and his profiles, and `relayed` conversations of
+    /// flood records from throwaway authors, the first received longest ago.
+    func bobsStore(in directory: String, relayed: Int) throws -> (RecordStore, Replica, ConversationID, [ConversationID]) {
+        let alice = try Replica("Alice", seed: 901)
+        let bob = try Replica("Bob", seed: 902)
+        try introduce([alice, bob])
+        let group = try alice.conversations.createGroup(title: "Kept", members: [bob.id], now: alice.tick())
+        try alice.conversations.send("members' history stays", in: group, now: alice.tick())
+        let store = try RecordStore.open(directory: directory)
+        _ = try store.ingest(try alice.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        _ = try store.ingest(try bob.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        let relays = (0..<relayed).map { floodConversation("relay-\($0)") }
+        for (index, conversation) in relays.enumerated() {
+            let records = try floodRecords(conversation: conversation, authors: 2, perAuthor: 10, seed: UInt64(index))
+            _ = try store.ingest(records.map(\.bytes), receivedAtMillis: 1_000 + Int64(index))
+        }
+        try Conversations(store: store, identity: bob.identity).refreshChanged()
+        return (store, bob, group, relays)
+    }
+
+    @Test("over the count bound, the least recently active relay conversations go whole; members' stay")
+    func evictsByCount() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, group, relays) = try bobsStore(in: directory, relayed: 5)
+        let before = try store.relayUsage(member: bob.id)
+        #expect(before.map(\.conversation) == relays, "least recently active first; the group and profiles are not relayed")
+        #expect(before.allSatisfy { $0.records == 20 && $0.bytes > 20 * 200 })
+
+        let evicted = try store.enforce(
+            RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, nowMillis: 5_000, rememberedMax: 100)
+        #expect(evicted == Array(relays.prefix(3)))
+        #expect(try store.relayUsage(member: bob.id).map(\.conversation) == Array(relays.suffix(2)))
+        for conversation in evicted {
+            #expect(try store.feeds(of: conversation).isEmpty)
+            #expect(try store.writer.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM record WHERE conversation = ?", arguments: [Data(conversation.bytes)])
+            } == 0)
+        }
+        let conversations = Conversations(store: store, identity: bob.identity)
+        #expect(try conversations.history(group).last?.text == "members' history stays")
+        #expect(try store.integrityCheck() == "ok")
+        // Remembered across a restart.
+        let remembered = Set(try store.evictedConversations(sinceMillis: 0).keys)
+        #expect(remembered == Set(evicted))
+    }
+
+    @Test("over the byte bound, evictions go on until the bytes fit; nothing but relay conversations is ever evicted")
+    func evictsByBytes() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, group, relays) = try bobsStore(in: directory, relayed: 4)
+        let sizes = try store.relayUsage(member: bob.id).map(\.bytes)
+        let evicted = try store.enforce(
+            RelayQuota(conversationsMax: 100, bytesMax: sizes.suffix(1).reduce(0, +)), member: bob.id, nowMillis: 5_000,
+            rememberedMax: 100)
+        #expect(evicted == Array(relays.prefix(3)))
+        // A zero quota evicts every relay conversation, and only those.
+        let all = try store.enforce(
+            RelayQuota(conversationsMax: 0, bytesMax: 0), member: bob.id, nowMillis: 6_000, rememberedMax: 100)
+        #expect(all == [relays[3]])
+        #expect(try store.relayUsage(member: bob.id).isEmpty)
+        #expect(try !store.feeds(of: group).isEmpty)
+        #expect(try !store.feeds(of: .profileFeed(of: bob.id)).isEmpty)
+    }
+
+    @Test("conversations a neighbour writes in go last: a flood cannot push them out before its own")
+    func neighboursLast() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, _, relays) = try bobsStore(in: directory, relayed: 5)
+        // The oldest relay conversation has a feed by a peer next to this node.
+        let neighbour = try #require(try store.feeds(of: relays[0]).first?.author)
+        let usage = try store.relayUsage(member: bob.id, neighbours: [neighbour])
+        #expect(usage.map(\.conversation) == Array(relays[1...]) + [relays[0]])
+        #expect(usage.map(\.servesNeighbour) == [false, false, false, false, true])
+        let evicted = try store.enforce(
+            RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, neighbours: [neighbour],
+            nowMillis: 5_000, rememberedMax: 100)
+        #expect(evicted == Array(relays[1...3]))
+    }
+
+    @Test("evictions are remembered bounded (oldest forgotten first) and expire; an invitation forgets one")
+    func rememberedBounded() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, _, relays) = try bobsStore(in: directory, relayed: 4)
+        for (index, conversation) in relays.enumerated() {
+            _ = try store.enforce(
+                RelayQuota(conversationsMax: relays.count - index - 1, bytesMax: 1 << 30), member: bob.id,
+                nowMillis: 10_000 + Int64(index), rememberedMax: 2)
+            #expect(try store.feeds(of: conversation).isEmpty)
+        }
+        #expect(try store.evictedConversations(sinceMillis: 0) == [relays[2]: 10_002, relays[3]: 10_003])
+        try store.forgetEviction(relays[3])
+        #expect(try store.evictedConversations(sinceMillis: 0) == [relays[2]: 10_002])
+        #expect(try store.evictedConversations(sinceMillis: 10_003).isEmpty, "expired")
+    }
+
+    @Test("a database from before the quotas (v5) upgrades: evictions table, junk column, the log intact")
+    func upgradesFromV5() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let digest: [UInt8]
+        do {
+            let (store, _, _, _) = try bobsStore(in: directory, relayed: 2)
+            digest = try store.logDigest()
+            let older = try DatabaseQueue()
+            try Schema.migrator.migrate(older, upTo: "v5-search-and-local-settings")
+            try SearchMigrationTests().downgrade(store.writer, to: older)
+            #expect(try SearchMigrationTests().schema(store.writer) == SearchMigrationTests().schema(older))
+            #expect(try store.writer.read { db in try db.tableExists("evicted_conversation") } == false)
+        }
+        let reopened = try RecordStore.open(directory: directory)
+        #expect(try reopened.writer.read { db in try db.tableExists("evicted_conversation") })
+        #expect(try reopened.feeds().allSatisfy { !$0.isJunk }, "v7: every existing feed is not junk")
+        #expect(try reopened.logDigest() == digest)
+        #expect(try reopened.evictedConversations(sinceMillis: 0).isEmpty)
+        #expect(try reopened.integrityCheck() == "ok")
+    }
+}
+
+@Suite("Junk feeds reduced to their frontier")
+struct JunkFeedTests {
+    @Test("authors never in the roster: frontier kept, bodies dropped, nothing more taken; members' history and writing go on")
+    func junkReduced() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-junk-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let alice = try Replica("Alice", seed: 911)
+        let bob = try Replica("Bob", seed: 912)
+        try introduce([alice, bob])
+        let group = try alice.conversations.createGroup(title: "Flooded", members: [bob.id], now: alice.tick())
+        try alice.conversations.send("before the flood", in: group, now: alice.tick())
+        let junk = try floodRecords(conversation: group, authors: 3, perAuthor: 20, seed: 913)
+        let store = try RecordStore.open(directory: directory)
+        _ = try store.ingest(try alice.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        _ = try store.ingest(try bob.store.allRecords().map(\.bytes), receivedAtMillis: 1)
+        _ = try store.ingest(junk.map(\.bytes), receivedAtMillis: 2)
+        let conversations = Conversations(store: store, identity: bob.identity)
+        try conversations.refreshChanged()
+        let digest = try store.logDigest()
+        let junkAuthors = Set(junk.map(\.header.author))
+
+        #expect(Set(try conversations.junkAuthors(in: group)) == junkAuthors)
+        #expect(Set(try conversations.reduceJunk(in: group)) == junkAuthors)
+        try conversations.refreshChanged()
+        #expect(try conversations.junkAuthors(in: group).isEmpty, "reduced once")
+        // The frontier stays (sync stops fetching; the digest is unchanged), the bodies are gone.
+        #expect(try store.logDigest() == digest)
+        for feed in try store.feeds(of: group) where junkAuthors.contains(feed.author) {
+            #expect(feed.stored == 20 && feed.applied == 20 && feed.isJunk && feed.stalledReason == nil)
+            #expect(try store.recordBytes(conversation: group, author: feed.author, from: 1, limit: 100).isEmpty)
+        }
+        #expect(try store.appliedRecords(of: group).allSatisfy { !junkAuthors.contains($0.header.author) })
+        // Delivered again, junk is a duplicate (not even verified); continued, its frontier advances without bodies.
+        // (The same seed gives the first author again, with 5 records past its frontier.)
+        let more = try floodRecords(conversation: group, authors: 1, perAuthor: 25, seed: 913)
+        #expect(Array(more.prefix(20)) == Array(junk.prefix(20)))
+        let outcomes = try store.ingest(more.map(\.bytes), receivedAtMillis: 3).outcomes
+        #expect(outcomes.prefix(20).allSatisfy { if case .duplicate = $0 { true } else { false } })
+        #expect(outcomes.suffix(5).allSatisfy { if case .stored = $0 { true } else { false } })
+        let continued = try #require(try store.feeds(of: group).first { $0.author == more[0].header.author })
+        #expect(continued.isJunk && continued.stored == 25 && continued.applied == 25)
+        #expect(try store.recordBytes(conversation: group, author: continued.author, from: 1, limit: 100).isEmpty)
+        // Members read and write on (a new record depends on the junk feeds' frontier: ids and Lamport numbers kept).
+        #expect(try conversations.history(group).compactMap(\.text) == ["before the flood"])
+        let reply = try conversations.send("after the flood", in: group, now: 1_800_000_000_000)
+        try conversations.refreshChanged()
+        #expect(try conversations.history(group).last?.text == "after the flood")
+        _ = try alice.store.ingest(try store.allRecords().map(\.bytes), receivedAtMillis: 4)
+        try alice.conversations.refreshChanged()
+        #expect(try alice.store.appliedClock(of: group)[bob.id] == reply.header.sequence, "applies elsewhere")
+        #expect(try store.integrityCheck() == "ok")
+    }
+}
