@@ -116,6 +116,8 @@ public final class NodeCore {
     /// ingested together, in one store transaction, once the input's messages are all read: a link that carries
     /// several sync batches in one input (a node catching up) commits them at once.
     private var deliveries: [(link: LinkID, records: [[UInt8]])] = []
+    /// Each feed's parent link in its dissemination tree (FeedParents.swift).
+    private var feedParents = FeedParents()
     /// Typing indicators: when to send, who is typing, which frames were seen (NodeCore+Typing.swift).
     var typing = TypingTracker()
     /// Typing frames each link may still bring (`Limits.typingFramesPerLink…`).
@@ -193,6 +195,7 @@ public final class NodeCore {
 
     public func handle(_ input: NodeInput, now: Duration) -> [NodeAction] {
         var out = handleInput(input, now: now)
+        out += regraftLostParents(now: now)
         out += fileMaintenance(now: now)
         return out
     }
@@ -478,6 +481,9 @@ public final class NodeCore {
         chargeQuotas(link: id, outcomes: outcomes, headers: headers, refused: refused, now: now)
         var stored = [StoredRecord]()
         var out = [NodeAction]()
+        var copies = [FeedKey]()
+        /// New records held for a gap: their link is ahead of us in their feed.
+        var ahead = [StoredRecord]()
         recordsDelivered += records.count
         for (bytes, outcome) in zip(records, outcomes) {
             if case .stored = outcome { recordsNew += 1 }
@@ -488,11 +494,19 @@ public final class NodeCore {
                     stored.append(StoredRecord(record, isForkEvidence: isEvidence))
                 }
             case .outOfOrder(_, let missingFrom):
-                if let record = try? Record.decode(bytes) { buffer(record, missingFrom: missingFrom) }
-            case .duplicate, .rejected:
+                if let record = try? Record.decode(bytes) {
+                    buffer(record, missingFrom: missingFrom)
+                    ahead.append(StoredRecord(record))
+                }
+            case .duplicate:
+                if let record = try? Record.decode(bytes) {
+                    copies.append(FeedKey(conversation: record.header.conversation, author: record.header.author))
+                }
+            case .rejected:
                 break
             }
         }
+        let fromLink = stored.filter { !$0.isForkEvidence }
         var offset = 0
         for delivery in delivered {
             guard case .established(var established) = links[id] else { break }
@@ -508,6 +522,8 @@ public final class NodeCore {
         stored += drained.stored
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
+        out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
+        out += regraftLagging(stored, now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
@@ -594,6 +610,82 @@ public final class NodeCore {
             let actions = established.session.localRecordsStored(records, now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
+        }
+        return out
+    }
+
+    // MARK: - Dissemination trees (docs/protocol.md §3.3, step 6)
+
+    /// `link` delivered these new records and copies of records already held: it becomes the parent of the new
+    /// records' feeds (grafted back if we had pruned it: its records crossed our PRUNE), and it is pruned for the
+    /// copies' feeds whose parent is another link.
+    private func updateTree(link id: LinkID, stored: [StoredRecord], copies: [FeedKey], now: Duration)
+        -> [NodeAction]
+    {
+        guard case .established(var established) = links[id] else { return [] }
+        var actions = [SyncAction]()
+        var newest = [FeedKey: UInt64]()
+        for record in stored { newest[record.feed] = max(newest[record.feed] ?? 0, record.sequence) }
+        for feed in newest.keys.sorted() {
+            feedParents.delivered(feed, at: newest[feed]!, by: id)
+            if feedParents.parent(of: feed) == id, established.session.hasPruned(feed) {
+                actions += established.session.graft(feed, from: newest[feed]! + 1, now: now)
+            }
+        }
+        // The author's own link is never pruned for its feed: the tree's root stays attached to every neighbour.
+        let prune = copies.filter {
+            $0.author != established.peer && (feedParents.parent(of: $0).map { $0 != id } ?? false)
+        }
+        if !prune.isEmpty { actions += established.session.prune(prune, now: now) }
+        links[id] = .established(established)
+        return syncActions(id, actions, now: now)
+    }
+
+    /// Feeds whose parent link is gone are grafted back on every link that pruned them, from the first record the
+    /// node lacks, so their records flood again until copies prune a new tree.
+    private func regraftLostParents(now: Duration) -> [NodeAction] {
+        var out = [NodeAction]()
+        for lost in feedParents.parentLinks {
+            if case .established = links[lost] { continue }
+            for feed in feedParents.remove(lost) { out += regraft(feed, now: now) }
+        }
+        return out
+    }
+
+    /// Grafts `feed` back on every link that pruned it, from the first record the node lacks.
+    private func regraft(_ feed: FeedKey, now: Duration) -> [NodeAction] {
+        var out = [NodeAction]()
+        let stored = (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }?.stored ?? 0
+        for id in links.keys.sorted() {
+            guard case .established(var established) = links[id], established.session.hasPruned(feed) else { continue }
+            let actions = established.session.graft(feed, from: stored + 1, now: now)
+            links[id] = .established(established)
+            out += syncActions(id, actions, now: now)
+        }
+        return out
+    }
+
+    /// Stored records name, in their dependencies, records of other feeds: a feed the node lags in by more than
+    /// `syncTreeLagMax` is no longer reached by its tree, so it forgets the parent and grafts the feed back.
+    private func regraftLagging(_ records: [StoredRecord], now: Duration) -> [NodeAction] {
+        var lagging = Set<FeedKey>()
+        var heads = [ConversationID: [AuthorID: UInt64]]()
+        for stored in records where !stored.isForkEvidence {
+            guard let record = try? Record.decode(stored.bytes) else { continue }
+            let conversation = record.header.conversation
+            if heads[conversation] == nil {
+                let feeds = (try? store.feeds(of: conversation)) ?? []
+                heads[conversation] = Dictionary(feeds.map { ($0.author, $0.stored) }, uniquingKeysWith: max)
+            }
+            for dependency in record.header.dependencies
+            where dependency.sequence > (heads[conversation]?[dependency.author] ?? 0) + Limits.syncTreeLagMax {
+                lagging.insert(FeedKey(conversation: conversation, author: dependency.author))
+            }
+        }
+        var out = [NodeAction]()
+        for feed in lagging.sorted() {
+            feedParents.forget(feed)
+            out += regraft(feed, now: now)
         }
         return out
     }

@@ -80,6 +80,25 @@ public enum Limits {
         max(.zero, min(cap, handshake / syncPushIntervalHandshakeDivisor))
     }
 
+    /// Feeds per PRUNE message: 1024 (64 KiB of feed keys). A node prunes the feeds one incoming batch duplicated,
+    /// rarely more than a few dozen at once; more go in several messages.
+    public static let syncPruneFeedsPerMessageMax = 1024
+
+    /// Feeds a session keeps pruned, in each direction: 16,384 (1 MiB of keys per direction). Pruning is an
+    /// optimisation (docs/protocol.md §3.3, step 6): past the bound this side asks for no more prunes and honours
+    /// no more of the peer's, so those feeds are pushed on every link as before, never lost.
+    public static let syncPrunedFeedsMax = 16_384
+
+    /// Feeds whose tree parent (the link that delivered their latest new record) a node remembers: 65,536 (a
+    /// few MiB). A feed without a known parent is never pruned, so past the bound new feeds are simply flooded.
+    public static let syncFeedParentsMax = 65_536
+
+    /// How far a node may fall behind in a feed that other records depend on before it grafts the feed back on
+    /// every link that pruned it: 3 records. A record depending on a feed's record s while the node holds less than
+    /// s − 3 means the feed's tree no longer reaches it (its parent stopped receiving, say); a lag of one or two is
+    /// records still on their way along the tree.
+    public static let syncTreeLagMax: UInt64 = 3
+
     /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64

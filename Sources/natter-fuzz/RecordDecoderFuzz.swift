@@ -66,6 +66,7 @@ public func llvmFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -
     _ = fuzzRecordDecoder(bytes)
     fuzzFileDecoders(bytes)
     fuzzTypingDecoder(bytes)
+    fuzzSyncDecoder(bytes)
     return 0
 }
 
@@ -94,6 +95,7 @@ struct CorpusReplayer {
                 counts.files += 1
                 fuzzFileDecoders(Array(data))
                 fuzzTypingDecoder(Array(data))
+                fuzzSyncDecoder(Array(data))
                 switch fuzzRecordDecoder(Array(data)) {
                 case .rejected(let error): rejections[ruleName(error), default: 0] += 1
                 case .decoded: counts.decoded += 1

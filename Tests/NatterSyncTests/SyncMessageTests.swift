@@ -34,6 +34,7 @@ struct SyncMessageTests {
         .request(feed, from: 2),
         .done,
         .ping,
+        .prune([feed, FeedKey(conversation: Fixture.conversation(1), author: Fixture.author(Fixture.identity(0x60)))].sorted()),
     ]
 
     static func decode(_ bytes: [UInt8]) -> Result<SyncMessage, SyncMessageError> {

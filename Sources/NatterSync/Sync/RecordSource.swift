@@ -79,7 +79,7 @@ public struct StoredRecord: Hashable, Sendable {
             bytes: record.bytes, isForkEvidence: isForkEvidence)
     }
 
-    var feed: FeedKey { FeedKey(conversation: conversation, author: author) }
+    public var feed: FeedKey { FeedKey(conversation: conversation, author: author) }
 }
 
 /// What the node's store made of one delivered record (NatterStore's `IngestOutcome` without its payloads).

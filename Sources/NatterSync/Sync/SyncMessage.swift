@@ -78,6 +78,9 @@ enum SyncMessage: Equatable, Sendable {
     case done
     /// Heartbeat.
     case ping
+    /// Stop pushing these feeds' new records to the sender live: it gets them over another link (a REQUEST for
+    /// the feed undoes it). Strictly ascending, 1…`syncPruneFeedsPerMessageMax`.
+    case prune([FeedKey])
 
     /// Message type bytes (the first byte of every message).
     enum Tag: UInt8 {
@@ -88,6 +91,7 @@ enum SyncMessage: Equatable, Sendable {
         case request = 5
         case done = 6
         case ping = 7
+        case prune = 11
     }
 
     /// Bytes of one summary entry: conversation and digest.
@@ -96,6 +100,8 @@ enum SyncMessage: Equatable, Sendable {
     static let feedHeadBytes = 32 + 8 + 32
     /// Bytes before a conversation's feed heads in HEADS: conversation, flags, feed count.
     static let headsEntryFixedBytes = 32 + 1 + 2
+    /// Bytes of one feed in PRUNE: conversation, author.
+    static let pruneFeedBytes = 32 + 32
 
     static let summaryFinalFlag: UInt8 = 0x01
     static let headsFinalFlag: UInt8 = 0x01
@@ -157,6 +163,15 @@ enum SyncMessage: Equatable, Sendable {
             out.append(Tag.done.rawValue)
         case .ping:
             out.append(Tag.ping.rawValue)
+        case .prune(let feeds):
+            precondition((1...Limits.syncPruneFeedsPerMessageMax).contains(feeds.count))
+            out.reserveCapacity(3 + feeds.count * Self.pruneFeedBytes)
+            out.append(Tag.prune.rawValue)
+            appendBigEndian(UInt16(feeds.count), to: &out)
+            for feed in feeds {
+                feed.conversation.raw.appendBytes(to: &out)
+                feed.author.raw.appendBytes(to: &out)
+            }
         }
         return out
     }
@@ -209,6 +224,7 @@ enum SyncMessage: Equatable, Sendable {
             message = .request(FeedKey(conversation: conversation, author: author), from: from)
         case .done: message = .done
         case .ping: message = .ping
+        case .prune: message = try decodePrune(&reader)
         }
         try reader.finish()
         return message
@@ -217,11 +233,9 @@ enum SyncMessage: Equatable, Sendable {
     private static func decodeSummary(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
         let flags = try reader.u8("flags")
         guard flags & ~summaryFinalFlag == 0 else { throw .invalidFlags(flags) }
-        let count = Int(try reader.u16("entry count"))
-        guard count <= Limits.syncSummaryEntriesPerMessageMax else {
-            throw .tooMany(field: "summary entries", count: count, limit: Limits.syncSummaryEntriesPerMessageMax)
-        }
-        try reader.require(count * summaryEntryBytes, "summary entries")
+        let count = try reader.counted(
+            "entry count", "summary entries", limit: Limits.syncSummaryEntriesPerMessageMax,
+            entryBytes: summaryEntryBytes)
         var entries = [SummaryEntry]()
         entries.reserveCapacity(count)
         for _ in 0..<count {
@@ -279,6 +293,22 @@ enum SyncMessage: Equatable, Sendable {
         return .heads(entries)
     }
 
+    private static func decodePrune(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
+        let count = try reader.counted(
+            "feed count", "pruned feeds", limit: Limits.syncPruneFeedsPerMessageMax, entryBytes: pruneFeedBytes,
+            atLeastOne: true)
+        var feeds = [FeedKey]()
+        feeds.reserveCapacity(count)
+        for _ in 0..<count {
+            let feed = FeedKey(
+                conversation: ConversationID(raw: try reader.bytes32("conversation")),
+                author: AuthorID(raw: try reader.bytes32("author")))
+            if let last = feeds.last, !(last < feed) { throw .unsorted(field: "pruned feeds") }
+            feeds.append(feed)
+        }
+        return .prune(feeds)
+    }
+
     private static func decodeRecords(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
         let credit = Int(try reader.u16("credit"))
         guard credit <= Limits.syncWindowBatches else {
@@ -329,6 +359,18 @@ struct SyncReader {
         return bytes[offset]
     }
 
+    /// Reads a u16 count of `entries`, checks it against `limit` (and that it is not zero when `atLeastOne`), then
+    /// that `count × entryBytes` bytes are present: the order §3.1 requires, before anything is reserved.
+    mutating func counted(
+        _ countField: String, _ entries: String, limit: Int, entryBytes: Int, atLeastOne: Bool = false
+    ) throws(SyncMessageError) -> Int {
+        let count = Int(try u16(countField))
+        if atLeastOne, count == 0 { throw .zeroCount(field: entries) }
+        guard count <= limit else { throw .tooMany(field: entries, count: count, limit: limit) }
+        try require(count * entryBytes, entries)
+        return count
+    }
+
     mutating func u16(_ field: String) throws(SyncMessageError) -> UInt16 { UInt16(try uint(2, field)) }
     mutating func u32(_ field: String) throws(SyncMessageError) -> UInt32 { UInt32(try uint(4, field)) }
     mutating func u64(_ field: String) throws(SyncMessageError) -> UInt64 { try uint(8, field) }
@@ -365,6 +407,17 @@ func appendBigEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
     withUnsafeBytes(of: &big) { out.append(contentsOf: $0) }
 }
 
+/// The sync message decoder as a fuzz target sees it (Sources/natter-fuzz): decodes any bytes and, if they are a
+/// sync message, checks that it re-encodes to exactly them (one encoding per message). Decodes nothing for the
+/// session; `nil` when the bytes are not a sync message.
+public enum SyncMessageFuzzing {
+    /// Whether `bytes` decode and re-encode to themselves; nil when the decoder refuses them.
+    public static func reencodes(_ bytes: [UInt8]) -> Bool? {
+        guard let message = try? SyncMessage.decode(bytes) else { return nil }
+        return message.encoded() == bytes
+    }
+}
+
 /// Names the type of an application message (its first byte, §3.2 and §11.3), for counting frames by kind in
 /// reports and diagnostics. Decodes nothing else.
 public enum SyncFrameKind {
@@ -380,6 +433,7 @@ public enum SyncFrameKind {
         case 8: "chunk-request"
         case 9: "chunk"
         case 10: "chunk-unavailable"
+        case 11: "prune"
         default: "unknown"
         }
     }

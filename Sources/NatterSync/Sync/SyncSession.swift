@@ -103,6 +103,13 @@ public struct SyncSession<Source: RecordSource> {
     /// Outstanding REQUESTs: feed → first sequence asked.
     private var outstandingRequests: [FeedKey: UInt64] = [:]
 
+    // MARK: Dissemination tree (docs/protocol.md §3.3, step 6)
+    /// Feeds the peer pruned: their new records are not pushed live on this link (heads, requests and anti-entropy
+    /// still send what the peer lacks). At most `syncPrunedFeedsMax`; a REQUEST for the feed grafts it back.
+    private var prunedByPeer: Set<FeedKey> = []
+    /// Feeds we pruned: the peer does not push them to us live. At most `syncPrunedFeedsMax`.
+    private var prunedByUs: Set<FeedKey> = []
+
     // MARK: Incoming exchange
     private var incomingSummary: IncomingSummary?
     private var peerSummariesCompleted = 0
@@ -212,6 +219,40 @@ public struct SyncSession<Source: RecordSource> {
         return finish()
     }
 
+    /// The node gets these feeds' new records over another link (this one just delivered a copy): ask the peer to
+    /// stop pushing them live. Feeds pruned already, forked on this link, or beyond `syncPrunedFeedsMax` are left
+    /// out; nothing is sent when none is left.
+    public mutating func prune(_ feeds: [FeedKey], now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        var fresh = [FeedKey]()
+        for feed in Set(feeds).sorted() where !prunedByUs.contains(feed) && !diverged.contains(feed) {
+            guard prunedByUs.count < Limits.syncPrunedFeedsMax else { break }
+            prunedByUs.insert(feed)
+            fresh.append(feed)
+        }
+        var remaining = fresh[...]
+        while !remaining.isEmpty {
+            send(.prune(Array(remaining.prefix(Limits.syncPruneFeedsPerMessageMax))))
+            remaining = remaining.dropFirst(Limits.syncPruneFeedsPerMessageMax)
+        }
+        return finish()
+    }
+
+    /// Undoes our prune of `feed`: a REQUEST from `from` on (the first sequence the node lacks), after which the
+    /// peer pushes the feed live again. Nothing when the feed is not pruned on this link.
+    public mutating func graft(_ feed: FeedKey, from: UInt64, now: Duration) -> [SyncAction] {
+        precondition((1...NatterModel.Limits.sequenceMax).contains(from), "sequences start at 1")
+        guard beginInput(now) else { return [] }
+        if prunedByUs.remove(feed) != nil {
+            reportedToPeer[feed] = from - 1
+            send(.request(feed, from: from))
+        }
+        return finish()
+    }
+
+    /// Whether we asked the peer to stop pushing `feed` live and have not grafted it back.
+    public func hasPruned(_ feed: FeedKey) -> Bool { prunedByUs.contains(feed) }
+
     /// Time passed: close a silent link, start an anti-entropy round, send a heartbeat when due.
     public mutating func tick(now: Duration) -> [SyncAction] {
         guard beginInput(now) else { return [] }
@@ -302,6 +343,7 @@ public struct SyncSession<Source: RecordSource> {
         assert(pendingDeliveries.count + creditToReturn <= batchesHeld, "every held batch is pending or due")
         assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
         assert(evidenceKnown.count <= Limits.syncEvidenceTrackedMax)
+        assert(prunedByUs.count <= Limits.syncPrunedFeedsMax && prunedByPeer.count <= Limits.syncPrunedFeedsMax)
         assert(outgoingHeads.isEmpty, "heads are flushed by the end of every input")
     }
 
@@ -337,6 +379,8 @@ public struct SyncSession<Source: RecordSource> {
             peerDoneAfterDeliveries = deliveriesEmitted
         case .ping:
             break
+        case .prune(let feeds):
+            for feed in feeds where prunedByPeer.count < Limits.syncPrunedFeedsMax { prunedByPeer.insert(feed) }
         }
     }
 
@@ -629,7 +673,7 @@ public struct SyncSession<Source: RecordSource> {
 
     private mutating func noteStored(_ record: StoredRecord) {
         let feed = record.feed
-        guard !diverged.contains(feed) else { return }
+        guard !diverged.contains(feed), !prunedByPeer.contains(feed) else { return }
         let held: UInt64
         if let known = peerHeld[feed] {
             held = known
@@ -705,13 +749,16 @@ public struct SyncSession<Source: RecordSource> {
             guard outstandingRequests.count < Limits.syncRequestsOutstandingMax else { return }
         }
         outstandingRequests[feed] = from
-        // The peer will count us at `from - 1` for this feed.
+        // The peer will count us at `from - 1` for this feed, and push it live again if we had pruned it.
         reportedToPeer[feed] = from - 1
+        prunedByUs.remove(feed)
         send(.request(feed, from: from))
     }
 
-    /// The peer lacks this feed from `from` on: believe it, and push from there.
+    /// The peer lacks this feed from `from` on: believe it, push from there, and push it live again if it was
+    /// pruned (a REQUEST is also the graft).
     private mutating func handleRequest(_ feed: FeedKey, from: UInt64) {
+        prunedByPeer.remove(feed)
         guard !diverged.contains(feed),
             let head = source.feedHeads(of: feed.conversation).first(where: { $0.author == feed.author }),
             head.sequence >= from

@@ -1,0 +1,9 @@
+// The sync message decoder (docs/protocol.md §3.2, types 1–7 and 11: SUMMARY … PING, PRUNE), fuzzed with the same
+// input as the record decoder: no input may crash it, and whatever it accepts re-encodes to exactly the input (one
+// encoding per message). The seed `Tests/Fuzz/record-corpus/sync-prune.bin` is a PRUNE of two feeds.
+import NatterSync
+
+/// Runs `bytes` through the sync message decoder; traps if what it accepts re-encodes differently.
+func fuzzSyncDecoder(_ bytes: [UInt8]) {
+    if SyncMessageFuzzing.reencodes(bytes) == false { fatalError("natter-fuzz: a sync message re-encodes differently") }
+}
