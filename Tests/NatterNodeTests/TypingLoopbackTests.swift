@@ -135,14 +135,24 @@ struct TypingLoopbackTests {
             before = again
         }
 
-        let start = ContinuousClock.now
-        await alice.node.userTyping(in: chat)
-        #expect(try await eventually(seconds: 10) { !bob.typingEvents(in: chat).isEmpty })
-        let shown = try #require(bob.typingEvents(in: chat).first)
-        #expect(shown.people == [aliceID])
-        let latency = shown.at - start
+        // Up to three trials: one CPU stall on a shared machine must not decide a wall-clock bound, but typing that
+        // is slow every time fails. Between trials Alice stops typing and Bob's indicator clears.
         let bound = max(.milliseconds(200), messageLatency * 2)
-        #expect(latency < bound, "typing took \(latency) to reach Bob (a message took \(messageLatency))")
+        var latencies = [Duration]()
+        var seen = 0  // Bob's typing events before the current trial
+        for trial in 1...3 {
+            seen = bob.typingEvents(in: chat).count
+            let start = ContinuousClock.now
+            await alice.node.userTyping(in: chat)
+            #expect(try await eventually(seconds: 10) { bob.typingEvents(in: chat).count > seen })
+            let shown = try #require(bob.typingEvents(in: chat).dropFirst(seen).first)
+            #expect(shown.people == [aliceID])
+            latencies.append(shown.at - start)
+            if latencies.last! < bound || trial == 3 { break }
+            await alice.node.userStoppedTyping(in: chat)
+            #expect(try await eventually(seconds: 10) { bob.typingEvents(in: chat).last?.people == [] })
+        }
+        #expect(latencies.last! < bound, "typing took \(latencies) to reach Bob (a message took \(messageLatency))")
 
         // Keystrokes for 3 s (a refresh on the way), then none: Bob's indicator clears 3 s after the last one.
         var lastKeystroke = ContinuousClock.now
@@ -151,7 +161,7 @@ struct TypingLoopbackTests {
             await alice.node.userTyping(in: chat)
             lastKeystroke = .now
         }
-        #expect(bob.typingEvents(in: chat).count == 1)
+        #expect(bob.typingEvents(in: chat).count == seen + 1)
         #expect(try await eventually(seconds: 6) { bob.typingEvents(in: chat).last?.people == [] })
         let cleared = try #require(bob.typingEvents(in: chat).last).at - lastKeystroke
         // 3 s after the last keystroke, plus delivery and up to one late timer wake-up.
