@@ -309,10 +309,11 @@ public final class NodeCore {
                     return out + [.event(.linkFailed(id, "connected to itself")), .close(id)]
                 }
                 if refusedPeers.contains(peer) {
+                    // Closed without an event: a ban is reported once, when it is imposed, and a blocked person's
+                    // node redials every couple of seconds — a notice per refusal would repeat for as long as the
+                    // block lasts.
                     links[id] = nil
-                    return out + [
-                        .event(.linkFailed(id, "refused: \(peer.publicKey.fingerprint) is banned")), .close(id),
-                    ]
+                    return out + [.close(id)]
                 }
                 // One link per peer. When both dialled, both ends keep the link dialled by the smaller identity
                 // (a redial by the same side replaces the old link, which is probably dead).
