@@ -7,6 +7,7 @@ import NatterCrypto
 import NatterModel
 import NatterStore
 import Synchronization
+import NatterTestSupport
 import Testing
 
 @testable import NatterNode

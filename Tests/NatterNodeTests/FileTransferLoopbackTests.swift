@@ -8,6 +8,7 @@ import NatterModel
 import NatterNode
 import NatterStore
 import Synchronization
+import NatterTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -164,22 +165,8 @@ final class EventLog: Sendable {
     func wait(
         _ what: String, seconds: Double = 60, until condition: @escaping @Sendable ([NodeEvent]) -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while !condition(all) {
-            guard ContinuousClock.now < deadline else { throw WaitTimeout(what: what) }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitFor(what, deadline: seconds, interval: .milliseconds(20)) { condition(all) }
     }
-
-    struct WaitTimeout: Error, CustomStringConvertible {
-        let what: String
-        var description: String { "timed out waiting for \(what)" }
-    }
-}
-
-/// Polls an async condition, bounded; throws when it never held.
-func eventually(_ what: String, seconds: Double = 60, _ condition: () async throws -> Bool) async throws {
-    guard try await eventually(seconds: seconds, condition) else { throw EventLog.WaitTimeout(what: what) }
 }
 
 @Suite("File transfer on loopback TCP", .serialized)
@@ -222,7 +209,7 @@ struct FileTransferLoopbackTests {
         let data = random.bytes(Int(FileLimits.sendBytesDefault))
         let message = try await alice.sendFile(data, name: "sixteen.bin", in: chat)
         let bobService = await bob.conversations
-        try await eventually("the file message at Bob") {
+        try await waitFor("the file message at Bob", deadline: 60, interval: .milliseconds(10)) {
             try bobService.fileDescriptor(of: message, in: chat) != nil
         }
         let peerDownsBefore = bobEvents.all.filter { if case .peerDown = $0 { true } else { false } }.count

@@ -7,6 +7,7 @@ import NatterCrypto
 import NatterModel
 import NatterNode
 import NatterStore
+import NatterTestSupport
 import Testing
 
 @testable import natter

@@ -8,6 +8,7 @@ import NatterCrypto
 import NatterModel
 import NatterNode
 import NatterStore
+import NatterTestSupport
 import Synchronization
 import Testing
 
@@ -73,16 +74,6 @@ final class RecordedNode: Sendable {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         await node.shutdown()
     }
-}
-
-/// Waits (bounded) until `condition` holds, polling every 10 ms; whether it did.
-func eventually(seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()  // once more: a starved test task may wake up only after the deadline
 }
 
 @Suite("Typing on real nodes over loopback", .serialized)

@@ -16,13 +16,25 @@ public struct TerminalTestFailure: Error, CustomStringConvertible {
 /// only if the condition is still false then. It suspends between polls rather than sleeping the thread: a test
 /// that blocks a pool thread for seconds stalls every other test running beside it.
 public func waitFor(
-    _ what: String, deadline: TimeInterval, interval: Duration = .milliseconds(50), _ condition: () throws -> Bool
+    _ what: String, deadline: TimeInterval, interval: Duration = .milliseconds(50),
+    _ condition: () async throws -> Bool
 ) async throws {
-    let end = Date().addingTimeInterval(deadline)
-    while try !condition() {
-        guard Date() < end else { throw TerminalTestFailure("timed out waiting for \(what)") }
+    guard try await eventually(seconds: deadline, interval: interval, condition) else {
+        throw TerminalTestFailure("timed out waiting for \(what)")
+    }
+}
+
+/// Whether `condition` came to hold within `seconds`, polled every `interval` and checked once more at the deadline
+/// (as `waitFor`, for tests that assert on the answer instead of throwing).
+public func eventually(
+    seconds: Double = 10, interval: Duration = .milliseconds(10), _ condition: () async throws -> Bool
+) async throws -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        if try await condition() { return true }
         try await Task.sleep(for: interval)
     }
+    return try await condition()  // once more: a starved test task may wake up only after the deadline
 }
 
 /// One tmux server (a private socket) running one command in a window (80×24 unless told) that stays after the
