@@ -486,7 +486,7 @@ public final class NodeCore {
         /// New records held for a gap: their link is ahead of us in their feed.
         var ahead = [StoredRecord]()
         recordsDelivered += records.count
-        for (bytes, outcome) in zip(records, outcomes) {
+        for (index, (bytes, outcome)) in zip(records, outcomes).enumerated() {
             if case .stored = outcome { recordsNew += 1 }
             switch outcome {
             case .stored, .forkEvidence:
@@ -500,8 +500,9 @@ public final class NodeCore {
                     ahead.append(StoredRecord(record))
                 }
             case .duplicate:
-                if let record = try? Record.decode(bytes) {
-                    copies.append(FeedKey(conversation: record.header.conversation, author: record.header.author))
+                // The header parsed before ingest names the feed: a copy is not decoded again.
+                if let header = headers[index] {
+                    copies.append(FeedKey(conversation: header.conversation, author: header.author))
                 }
             case .rejected:
                 break
