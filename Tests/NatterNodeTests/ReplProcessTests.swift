@@ -4,6 +4,7 @@
 // digests. Method: the built binary on pipes (`NatterProcess`), named peers on loopback without discovery, bounded
 // waits on parsed JSON lines, every process stopped by PID.
 import Foundation
+import NatterModel
 import NatterTestSupport
 import Testing
 
@@ -205,7 +206,7 @@ struct ReplFileTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: "\(root)/out", withIntermediateDirectories: true)
         // 300 KiB of seeded bytes (several chunks), under a name a hostile sender could choose.
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator(seed: 300)
         let bytes = (0..<300 * 1024).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let source = "\(root)/..report 2026.bin"
         try Data(bytes).write(to: URL(fileURLWithPath: source))
