@@ -1,6 +1,7 @@
 import NatterCrypto
 import NatterModel
 import NatterStore
+import NatterSync
 
 /// Quotas (SPEC F16): charging the ingest buckets, and the relay quota with its evictions and invitations.
 extension NodeCore {
@@ -46,8 +47,30 @@ extension NodeCore {
         try? store.forgetEviction(conversation)
     }
 
+    /// The relay quota as enforced: evictions go an eighth below each bound (`RelayQuota.headroomDivisor`).
+    var relayQuota: RelayQuota {
+        RelayQuota(
+            conversationsMax: configuration.quotas.relayConversationsMax, bytesMax: configuration.quotas.relayBytesMax,
+            headroomDivisor: 8)
+    }
+
+    /// Adds what was just stored in conversations that may be relay-only to the relay tally and, if the tally passes
+    /// the relay quota, derives the pending conversations and enforces the quota at once, in this turn: the store
+    /// holds more than its relay quota only between an ingest and the end of its turn.
+    func tallyRelay(_ stored: [StoredRecord], now: Duration) -> [NodeAction] {
+        var bytes = [ConversationID: Int]()
+        for record in stored where !record.isForkEvidence && record.conversation != .profileFeed(of: record.author) {
+            bytes[record.conversation, default: 0] += record.bytes.count
+        }
+        guard !bytes.isEmpty, let relay = try? store.possiblyRelayOnly(Set(bytes.keys), member: identity.author)
+        else { return [] }
+        for conversation in relay.sorted() { relayTally.add(conversation, bytes: bytes[conversation]!) }
+        guard relayTally.exceeds(relayQuota) else { return [] }
+        return refreshPending() + enforceRelayQuota(now: now)
+    }
+
     /// Evicts relay-only conversations beyond the relay quota: those no connected peer writes in first, least
-    /// recently active first (`RecordStore.relayUsage`).
+    /// recently active first (`RecordStore.relayUsage`), down to an eighth below the bound that was passed.
     func enforceRelayQuota(now: Duration) -> [NodeAction] {
         let quotas = configuration.quotas
         let nowMillis = wallClockMillis(now)
@@ -55,12 +78,13 @@ extension NodeCore {
         // even if nothing more arrives.
         if (try? store.hasPendingConversations()) == true { relayCheckAt = now + quotas.relayCheckInterval }
         guard
-            let victims = try? store.enforce(
-                RelayQuota(conversationsMax: quotas.relayConversationsMax, bytesMax: quotas.relayBytesMax),
-                member: identity.author, neighbours: Set(connectedPeers.keys), nowMillis: nowMillis,
-                rememberedMax: quotas.evictionsRememberedMax),
-            !victims.isEmpty
+            let enforcement = try? store.enforce(
+                relayQuota, member: identity.author, neighbours: Set(connectedPeers.keys), nowMillis: nowMillis,
+                rememberedMax: quotas.evictionsRememberedMax)
         else { return [] }
+        relayTally.measured(enforcement.remaining)
+        let victims = enforcement.evicted
+        guard !victims.isEmpty else { return [] }
         for conversation in victims {
             evicted[conversation] = nowMillis
             conversations.forgetCache(of: conversation)
@@ -79,5 +103,32 @@ extension NodeCore {
                     "relay quota reached (\(quotas.relayConversationsMax) conversations, \(quotas.relayBytesMax) bytes):"
                         + " evicting whole conversations this node is not in, least recently active first"))
         ]
+    }
+}
+
+/// An upper estimate of the store's relay-only usage between exact measurements (`RecordStore.relayUsage`): what
+/// the last measurement found plus every record stored since in a conversation that may be relay-only
+/// (`RecordStore.possiblyRelayOnly`, which counts a conversation not derived yet). Since it never underestimates
+/// what arrives, checking the quota only when the tally passes it lets no ingest push the store past its quota
+/// unnoticed, without measuring the log on every ingest. Bounded: its conversations are those measured (at most the
+/// quota's count after an enforcement) plus those of the records stored since, and a tally past the quota is
+/// measured again at once.
+struct RelayTally {
+    private(set) var bytes = 0
+    private(set) var conversations = Set<ConversationID>()
+
+    /// Starts again from an exact measurement.
+    mutating func measured(_ usage: [RelayUsage]) {
+        bytes = usage.reduce(0) { $0 + $1.bytes }
+        conversations = Set(usage.map(\.conversation))
+    }
+
+    mutating func add(_ conversation: ConversationID, bytes: Int) {
+        self.bytes += bytes
+        conversations.insert(conversation)
+    }
+
+    func exceeds(_ quota: RelayQuota) -> Bool {
+        quota.isExceeded(conversations: conversations.count, bytes: bytes)
     }
 }

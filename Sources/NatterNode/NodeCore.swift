@@ -132,6 +132,8 @@ public final class NodeCore {
     var evicted: [ConversationID: Int64] = [:]
     /// When the relay quota is next checked (nil: nothing stored since the last check).
     var relayCheckAt: Duration?
+    /// Relay-only usage as last measured plus what was stored since: passing the quota checks it at once.
+    var relayTally = RelayTally()
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
 
@@ -168,6 +170,7 @@ public final class NodeCore {
         evicted =
             (try? store.evictedConversations(
                 sinceMillis: configuration.clockOriginMillis - Self.millis(configuration.quotas.evictionMemory))) ?? [:]
+        relayTally.measured((try? store.relayUsage(member: identity.author)) ?? [])
     }
 
     /// Peers with an established link, and the link.
@@ -529,6 +532,7 @@ public final class NodeCore {
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
+        out += tallyRelay(stored, now: now)
         return out
     }
 

@@ -8,11 +8,31 @@ public struct RelayQuota: Sendable, Equatable {
     public var conversationsMax: Int
     /// Record bytes held at most in relay-only conversations.
     public var bytesMax: Int
+    /// Where an eviction stops once one is needed (at most the bounds): below them, so that a steady stream of relay
+    /// traffic costs one eviction, and one measuring query, per stretch of headroom rather than one per ingest.
+    public var conversationsAfterEviction: Int
+    public var bytesAfterEviction: Int
 
-    public init(conversationsMax: Int, bytesMax: Int) {
+    /// `headroomDivisor`: an eviction frees that fraction of each bound beyond the bound itself (8: down to seven
+    /// eighths); nil evicts only down to the bounds.
+    public init(conversationsMax: Int, bytesMax: Int, headroomDivisor: Int? = nil) {
         self.conversationsMax = conversationsMax
         self.bytesMax = bytesMax
+        conversationsAfterEviction = conversationsMax - (headroomDivisor.map { conversationsMax / max(1, $0) } ?? 0)
+        bytesAfterEviction = bytesMax - (headroomDivisor.map { bytesMax / max(1, $0) } ?? 0)
     }
+
+    /// Whether `conversations` relay-only conversations holding `bytes` record bytes exceed a bound.
+    public func isExceeded(conversations: Int, bytes: Int) -> Bool {
+        conversations > conversationsMax || bytes > bytesMax
+    }
+}
+
+/// What an enforcement of the relay quota did: the conversations it evicted and the relay-only usage left.
+public struct RelayEnforcement: Equatable, Sendable {
+    public let evicted: [ConversationID]
+    /// The relay-only conversations left, in eviction order (`RecordStore.relayUsage`).
+    public let remaining: [RelayUsage]
 }
 
 /// What one relay-only conversation costs the store.
@@ -80,21 +100,26 @@ extension RecordStore {
         }
     }
 
-    /// Evicts whole relay-only conversations in `relayUsage`'s order until `quota` holds: every record,
-    /// feed row, piece of fork evidence and derived row of each goes, in one transaction, and the conversation is
-    /// remembered as evicted at `nowMillis`. Returns the evicted conversations.
+    /// When `quota` is exceeded, evicts whole relay-only conversations in `relayUsage`'s order until the usage is
+    /// within `quota.conversationsAfterEviction` and `quota.bytesAfterEviction`: every record, feed row, piece of
+    /// fork evidence and derived row of each goes, in one transaction, and the conversation is remembered as evicted
+    /// at `nowMillis`.
     public func enforce(
         _ quota: RelayQuota, member: AuthorID, neighbours: Set<AuthorID> = [], nowMillis: Int64, rememberedMax: Int
-    ) throws -> [ConversationID] {
+    ) throws -> RelayEnforcement {
         var usage = try relayUsage(member: member, neighbours: neighbours)
         var bytes = usage.reduce(0) { $0 + $1.bytes }
         var victims = [ConversationID]()
-        while !usage.isEmpty, usage.count > quota.conversationsMax || bytes > quota.bytesMax {
-            let oldest = usage.removeFirst()
-            bytes -= oldest.bytes
-            victims.append(oldest.conversation)
+        if quota.isExceeded(conversations: usage.count, bytes: bytes) {
+            while !usage.isEmpty,
+                usage.count > quota.conversationsAfterEviction || bytes > quota.bytesAfterEviction
+            {
+                let oldest = usage.removeFirst()
+                bytes -= oldest.bytes
+                victims.append(oldest.conversation)
+            }
         }
-        guard !victims.isEmpty else { return [] }
+        guard !victims.isEmpty else { return RelayEnforcement(evicted: [], remaining: usage) }
         try writer.write { db in
             for conversation in victims {
                 let key = Data(conversation.bytes)
@@ -123,7 +148,23 @@ extension RecordStore {
                     """,
                 arguments: [max(0, rememberedMax)])
         }
-        return victims
+        return RelayEnforcement(evicted: victims, remaining: usage)
+    }
+
+    /// Of `conversations`, those that may be relay-only: not known to the derived tables as conversations this node
+    /// is a member of, and not written in by `member`. A conversation not derived yet counts (its membership cannot
+    /// be told), so the answer errs towards relay-only: it feeds an upper estimate (`RelayTally`).
+    public func possiblyRelayOnly(_ conversations: Set<ConversationID>, member: AuthorID) throws -> Set<ConversationID> {
+        try writer.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?1 AND is_member = 1)
+                        OR EXISTS (SELECT 1 FROM feed WHERE conversation = ?1 AND author = ?2 AND stored_sequence > 0)
+                    """)
+            return try conversations.filter { conversation in
+                try Bool.fetchOne(statement, arguments: [Data(conversation.bytes), Data(member.bytes)]) != true
+            }
+        }
     }
 
     /// Evicted conversations and when, evicted since `sinceMillis` (older entries are deleted).

@@ -134,15 +134,17 @@ struct QuotaCoreTests {
         let group = try alice.conversations.createGroup(title: "Behind the relay", members: [bob.identity.author], now: 10)
         net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: group), now: net.now))
         net.run()
-        net.publish(alice, try alice.conversations.send("first", in: group, now: 11))
-        #expect(try bob.conversations.history(group).last?.text == "first", "relayed before the quota check")
-        #expect(try held(relay, group) > 0)
-
-        net.advance(.seconds(2))
-        #expect(try held(relay, group) == 0, "evicted whole")
+        // The relay's tally passes its quota (zero conversations) as the group arrives: it is evicted in that same turn,
+        // after the genesis went on to Bob (records are pushed on before the check).
+        #expect(try held(relay, group) == 0, "evicted whole, at once")
         #expect(relay.conversationsEvicted == 1)
+        #expect(try bob.conversations.conversationList().contains { $0.id == group && $0.isMember })
         #expect(try relay.store.evictedConversations(sinceMillis: 0).keys.contains(group))
         #expect(try relay.store.feeds().allSatisfy { $0.conversation != group })
+        net.publish(alice, try alice.conversations.send("first", in: group, now: 11))
+        net.advance(.seconds(2))
+        #expect(try held(relay, group) == 0, "refused unchecked once evicted")
+        #expect(try bob.conversations.history(group).compactMap(\.text).isEmpty, "Bob is reached only through the relay")
         // Profile feeds are not relay conversations: kept.
         #expect(try relay.store.conversationIDs().contains(.profileFeed(of: alice.identity.author)))
 
@@ -163,6 +165,8 @@ struct QuotaCoreTests {
         #expect(try relay.conversations.conversationList().contains { $0.id == group && $0.isMember })
         net.advance(.seconds(2))
         #expect(try held(relay, group) == held(alice, group), "a member conversation is never evicted")
+        // Now a member, the relay serves Bob what it refused before.
+        #expect(try bob.conversations.history(group).compactMap(\.text).suffix(2) == ["first", "second"])
     }
 }
 

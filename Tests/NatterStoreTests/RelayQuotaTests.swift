@@ -49,7 +49,7 @@ struct RelayQuotaTests {
         #expect(before.allSatisfy { $0.records == 20 && $0.bytes > 20 * 200 })
 
         let evicted = try store.enforce(
-            RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, nowMillis: 5_000, rememberedMax: 100)
+            RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, nowMillis: 5_000, rememberedMax: 100).evicted
         #expect(evicted == Array(relays.prefix(3)))
         #expect(try store.relayUsage(member: bob.id).map(\.conversation) == Array(relays.suffix(2)))
         for conversation in evicted {
@@ -74,15 +74,56 @@ struct RelayQuotaTests {
         let sizes = try store.relayUsage(member: bob.id).map(\.bytes)
         let evicted = try store.enforce(
             RelayQuota(conversationsMax: 100, bytesMax: sizes.suffix(1).reduce(0, +)), member: bob.id, nowMillis: 5_000,
-            rememberedMax: 100)
+            rememberedMax: 100).evicted
         #expect(evicted == Array(relays.prefix(3)))
         // A zero quota evicts every relay conversation, and only those.
         let all = try store.enforce(
-            RelayQuota(conversationsMax: 0, bytesMax: 0), member: bob.id, nowMillis: 6_000, rememberedMax: 100)
+            RelayQuota(conversationsMax: 0, bytesMax: 0), member: bob.id, nowMillis: 6_000, rememberedMax: 100).evicted
         #expect(all == [relays[3]])
         #expect(try store.relayUsage(member: bob.id).isEmpty)
         #expect(try !store.feeds(of: group).isEmpty)
         #expect(try !store.feeds(of: .profileFeed(of: bob.id)).isEmpty)
+    }
+
+    @Test("an eviction goes an eighth below the bound that was passed; below the bound nothing goes")
+    func evictsWithHeadroom() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, _, relays) = try bobsStore(in: directory, relayed: 8)
+        let sizes = try store.relayUsage(member: bob.id).map(\.bytes)
+        let total = sizes.reduce(0, +)
+        // Within the bound (exactly at it): nothing is evicted, although the usage is above the eviction target.
+        let within = try store.enforce(
+            RelayQuota(conversationsMax: 8, bytesMax: total, headroomDivisor: 8), member: bob.id, nowMillis: 5_000,
+            rememberedMax: 100)
+        #expect(within.evicted.isEmpty)
+        #expect(within.remaining.map(\.conversation) == relays)
+        // One byte over: eviction goes on until three quarters of the bound hold, not just the bound.
+        let quota = RelayQuota(conversationsMax: 100, bytesMax: total - 1, headroomDivisor: 4)
+        #expect(quota.bytesAfterEviction == (total - 1) - (total - 1) / 4)
+        let over = try store.enforce(quota, member: bob.id, nowMillis: 6_000, rememberedMax: 100)
+        var expected = 0
+        var left = total
+        while left > quota.bytesAfterEviction {
+            left -= sizes[expected]
+            expected += 1
+        }
+        #expect(expected >= 2, "the headroom takes more than the one conversation the bound alone needs")
+        #expect(over.evicted == Array(relays.prefix(expected)))
+        #expect(over.remaining.reduce(0) { $0 + $1.bytes } == left)
+        #expect(try store.relayUsage(member: bob.id) == over.remaining)
+    }
+
+    @Test("possibly relay-only: conversations not derived yet and relay conversations, never members' or own")
+    func possiblyRelayOnly() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, group, relays) = try bobsStore(in: directory, relayed: 2)
+        let fresh = floodConversation("not derived yet")
+        let records = try floodRecords(conversation: fresh, authors: 1, perAuthor: 3, seed: 77)
+        _ = try store.ingest(records.map(\.bytes), receivedAtMillis: 9_000)
+        let asked = Set([group, fresh, .profileFeed(of: bob.id)] + relays)
+        #expect(try store.possiblyRelayOnly(asked, member: bob.id) == Set(relays + [fresh]))
     }
 
     @Test("conversations a neighbour writes in go last: a flood cannot push them out before its own")
@@ -97,7 +138,7 @@ struct RelayQuotaTests {
         #expect(usage.map(\.servesNeighbour) == [false, false, false, false, true])
         let evicted = try store.enforce(
             RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, neighbours: [neighbour],
-            nowMillis: 5_000, rememberedMax: 100)
+            nowMillis: 5_000, rememberedMax: 100).evicted
         #expect(evicted == Array(relays[1...3]))
     }
 
