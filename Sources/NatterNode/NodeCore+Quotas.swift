@@ -82,7 +82,9 @@ extension NodeCore {
                 relayQuota, member: identity.author, neighbours: Set(connectedPeers.keys), nowMillis: nowMillis,
                 rememberedMax: quotas.evictionsRememberedMax)
         else { return [] }
-        relayTally.measured(enforcement.remaining)
+        // Conversations still pending were left out of the measurement: the tally keeps them in.
+        let pending = (try? store.pendingRelayBytes(member: identity.author)) ?? [:]
+        relayTally.measured(enforcement.remaining, pending: pending)
         let victims = enforcement.evicted
         guard !victims.isEmpty else { return [] }
         for conversation in victims {
@@ -117,10 +119,10 @@ struct RelayTally {
     private(set) var bytes = 0
     private(set) var conversations = Set<ConversationID>()
 
-    /// Starts again from an exact measurement.
-    mutating func measured(_ usage: [RelayUsage]) {
-        bytes = usage.reduce(0) { $0 + $1.bytes }
-        conversations = Set(usage.map(\.conversation))
+    /// Starts again from a measurement, plus the conversations it could not judge yet (`pending`, with their bytes).
+    mutating func measured(_ usage: [RelayUsage], pending: [ConversationID: Int] = [:]) {
+        bytes = usage.reduce(0) { $0 + $1.bytes } + pending.values.reduce(0, +)
+        conversations = Set(usage.map(\.conversation)).union(pending.keys)
     }
 
     mutating func add(_ conversation: ConversationID, bytes: Int) {

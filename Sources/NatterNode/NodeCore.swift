@@ -170,7 +170,9 @@ public final class NodeCore {
         evicted =
             (try? store.evictedConversations(
                 sinceMillis: configuration.clockOriginMillis - Self.millis(configuration.quotas.evictionMemory))) ?? [:]
-        relayTally.measured((try? store.relayUsage(member: identity.author)) ?? [])
+        relayTally.measured(
+            (try? store.relayUsage(member: identity.author)) ?? [],
+            pending: (try? store.pendingRelayBytes(member: identity.author)) ?? [:])
     }
 
     /// Peers with an established link, and the link.

@@ -151,6 +151,24 @@ extension RecordStore {
         return RelayEnforcement(evicted: victims, remaining: usage)
     }
 
+    /// The record bytes of each conversation whose derived state is pending and that may be relay-only
+    /// (`possiblyRelayOnly`): what `relayUsage` leaves out until the refresh, for an estimate that must not.
+    public func pendingRelayBytes(member: AuthorID) throws -> [ConversationID: Int] {
+        let pending = try writer.read { db in
+            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation").map { ConversationID(bytes: $0) }
+        }
+        let candidates = try possiblyRelayOnly(Set(pending), member: member)
+        return try writer.read { db in
+            let statement = try db.cachedStatement(
+                sql: "SELECT COALESCE(SUM(length(bytes)), 0) FROM record WHERE conversation = ?")
+            var bytes = [ConversationID: Int]()
+            for conversation in candidates {
+                bytes[conversation] = try Int.fetchOne(statement, arguments: [Data(conversation.bytes)]) ?? 0
+            }
+            return bytes
+        }
+    }
+
     /// Of `conversations`, those that may be relay-only: not known to the derived tables as conversations this node
     /// is a member of, and not written in by `member`. A conversation not derived yet counts (its membership cannot
     /// be told), so the answer errs towards relay-only: it feeds an upper estimate (`RelayTally`).

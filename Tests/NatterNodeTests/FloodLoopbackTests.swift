@@ -202,8 +202,10 @@ struct FloodLoopbackTests {
         // at once): by one ingest's records at most.
         let slack = quotas.ingestRecordsPerTurnMax * largestFloodRecord
         for peak in peakBytes { #expect(peak <= quotas.relayBytesMax + slack) }
-        // The harness offered the flood at the rate asked (half of it at least, on a loaded machine).
-        #expect(offeredRate >= Double(rate) / 2, "the flooder wrote \(Int(offeredRate)) records/s, asked \(rate)")
+        // The flooder wrote faster than the relay's link quota, so the quota is what held it (the full rate asked
+        // depends on what else this machine runs: every node here shares its cores).
+        #expect(
+            offeredRate > quotas.peerRecordsPerSecond, "the flooder wrote \(Int(offeredRate)) records/s, asked \(rate)")
         #expect(accepted > 0, "the flood reached the relay")
         // The chat: within twice its normal latency (plus 100 ms: wall-clock gates swing on a shared machine).
         #expect(
