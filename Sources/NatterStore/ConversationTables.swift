@@ -58,6 +58,23 @@ public struct TimelineChanges: Equatable, Sendable {
     public let retracted: [RecordID]
 }
 
+/// What `Conversations.refresh` last wrote for a conversation: enough to write only what changed next time, with
+/// the engine's change log (`ConversationEngine.changes(since:)`). Valid while the conversation row carries
+/// `digest` and the tables hold as many rows as it says (`Conversations.stillHeld`).
+struct WrittenTables: Sendable {
+    /// The engine's change log position the tables reflect.
+    let cursor: ChangeCursor
+    let digest: Data
+    /// The name of every person the rows show (system lines, previews, titles were built with these).
+    var names: [AuthorID: String]
+    /// Ids of the timeline rows (lines shown, retracted ones included), of those retracted, of the file rows.
+    var shown: Set<RecordID>
+    var retracted: Set<RecordID>
+    var files: Set<RecordID>
+    var documents: SearchIndex.Held
+    var lastActivity: Int64
+}
+
 /// Where a history page ends: lines strictly before (Lamport number, id).
 public struct TimelineCursor: Hashable, Sendable {
     public let lamport: UInt64
@@ -70,29 +87,272 @@ extension Conversations {
     /// Lines in a history page (SPEC F11).
     public static let pageSize = 50
 
-    /// Re-derives `conversation` and rewrites its derived rows (list entry, members, timeline, reactions, epoch
-    /// keys) in one transaction. The tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the
-    /// same rows.
+    /// Re-derives `conversation` and brings its derived rows (list entry, members, timeline, reactions, files, epoch
+    /// keys, search documents) up to date in one transaction. The tables are a cache of `snapshot(of:)`: dropping
+    /// and refreshing them gives the same rows. After the first refresh, only the lines the engine reports changed
+    /// (`ConversationEngine.changes(since:)`) are built and written (`refreshChanges`), so a refresh after one new
+    /// message costs that message, not the conversation's history; anything the change log cannot follow (a
+    /// re-derivation, a new name for someone shown, tables written by someone else) refreshes every row.
     @discardableResult
     public func refresh(_ conversation: ConversationID) throws -> TimelineChanges {
         let snapshot = try snapshot(of: conversation)
+        // Taken out while in use, put back only after a commit: a failed refresh leaves no memory to mislead the
+        // next one.
+        let previous = written.withLock { $0.removeValue(forKey: conversation) }
+        var result: (TimelineChanges, WrittenTables?)
+        if let previous, snapshot.state.kind != nil,
+            let changed = snapshot.engine.changes(since: previous.cursor),
+            let incremental = try refreshChanges(conversation, snapshot, since: previous, changed: Set(changed))
+        {
+            result = incremental
+        } else {
+            result = try refreshWhole(conversation, snapshot)
+        }
+        if let tables = result.1 { written.withLock { $0[conversation] = tables } }
+        return result.0
+    }
+
+    /// Writes only the lines in `changed` (and the list entry, members and keys, which are small), or returns nil
+    /// when the tables are not what `previous` says or a name shown changed (then `refreshWhole`).
+    private func refreshChanges(
+        _ conversation: ConversationID, _ snapshot: ConversationSnapshot, since previous: WrittenTables,
+        changed: Set<RecordID>
+    ) throws -> (TimelineChanges, WrittenTables)? {
+        let state = snapshot.state
+        guard let kind = state.kind else { return nil }
+        let key = Data(conversation.bytes)
+        guard try store.writer.read({ db in try Self.stillHeld(previous, conversation: key, in: db) }) else { return nil }
+        // Names: every one shown must be unchanged; people new in the changed lines (and members) are added.
+        var names = previous.names
+        for (person, shown) in previous.names where try (profile(of: person)?.name ?? person.publicKey.fingerprint) != shown {
+            return nil
+        }
+        var people = Set(state.members.keys)
+        for id in changed {
+            if let item = state.item(id) {
+                people.formUnion(Self.people(shownBy: item))
+            } else if let message = state.retracted[id] {
+                people.insert(message.author)
+            }
+        }
+        for person in people where names[person] == nil {
+            names[person] = try profile(of: person)?.name ?? person.publicKey.fingerprint
+        }
+        let known = names
+        func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
+        func row(_ values: (any DatabaseValueConvertible)?...) -> [DatabaseValue] {
+            values.map { $0?.databaseValue ?? .null }
+        }
+        let ordered = changed.sorted()
+        let received = try store.receiveTimes(of: ordered)
+        // The changed lines' rows, files, reactions and documents.
+        var lines = [[DatabaseValue]]()
+        var files = [RecordID: [DatabaseValue]?]()
+        var reactions = [RecordID: [[DatabaseValue]]]()
+        var documents = [RecordID: SearchIndex.Document?]()
+        var lastActivity = previous.lastActivity
+        for id in ordered {
+            let arrived = received[id] ?? 0
+            if let item = state.item(id) {
+                lastActivity = max(lastActivity, arrived)
+                switch item {
+                case .message(let message):
+                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
+                    lines.append(
+                        row(
+                            Data(id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+                            message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
+                            message.editCount, message.deleted, false, displayed, arrived))
+                    files[id] = message.file.map {
+                        row(Data(id.bytes), key, $0.name, $0.mediaType, Int64($0.size), $0.chunks.count)
+                    } ?? .some(nil)
+                    let searchable = message.file?.name ?? message.text
+                    documents[id] =
+                        message.deleted || searchable.isEmpty
+                        ? .some(nil)
+                        : SearchIndex.Document(message: Data(id.bytes), text: searchable, shownMillis: displayed)
+                case .system(let event):
+                    lines.append(
+                        row(
+                            Data(id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
+                            describe(event, name: name), nil, 0, false, false,
+                            min(event.displayedAtMillis, max(arrived, 0)), arrived))
+                }
+            } else if let message = state.retracted[id] {
+                lines.append(
+                    row(
+                        Data(id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+                        message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
+                        min(message.displayedAtMillis, max(arrived, 0)), arrived))
+            }
+            reactions[id] = (state.reactions[id] ?? [:]).sorted { $0.key < $1.key }.map { person, reaction in
+                row(Data(id.bytes), Data(person.bytes), Int(reaction.rawValue))
+            }
+        }
+        // The list entry: unread and preview over the whole timeline (arithmetic, no rows built).
+        let myRead = state.receipts[identity.author]?.read ?? VectorClock()
+        var unread = 0
+        var preview: String?
+        for item in state.timeline {
+            guard case .message(let message) = item else { continue }
+            if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
+        }
+        for item in state.timeline.reversed() {
+            guard case .message(let message) = item, !message.deleted else { continue }
+            let text = String((message.file.map { "[file] \($0.name)" } ?? message.text).prefix(Self.previewCharacters))
+            preview = kind == .group ? "\(name(message.author)): \(text)" : text
+            break
+        }
+        let addedIDs = ordered.filter { state.item($0) != nil && !previous.shown.contains($0) }
+        let changes = TimelineChanges(
+            added: addedIDs.sorted { state.item($0)!.position < state.item($1)!.position },
+            retracted: ordered.filter { state.retracted[$0] != nil && !previous.retracted.contains($0) })
+        let digest = Data(state.digest())
+        var next = previous
+        next.names = known
+        next.lastActivity = lastActivity
+        try store.writeDerived { db in
+            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
+            let upsertLine = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO timeline (\(Self.timelineWriteColumns)) VALUES (\(Self.placeholders(13)))")
+            for line in lines { try upsertLine.execute(arguments: StatementArguments(line)) }
+            for (id, file) in files {
+                try db.execute(sql: "DELETE FROM timeline_file WHERE id = ?", arguments: [Data(id.bytes)])
+                next.files.remove(id)
+                if let file {
+                    try db.execute(
+                        sql: "INSERT INTO timeline_file (\(Self.fileWriteColumns)) VALUES (\(Self.placeholders(6)))",
+                        arguments: StatementArguments(file))
+                    next.files.insert(id)
+                }
+            }
+            for (id, rows) in reactions {
+                try db.execute(sql: "DELETE FROM reaction WHERE message = ?", arguments: [Data(id.bytes)])
+                for row in rows {
+                    try db.execute(
+                        sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
+                        arguments: StatementArguments(row))
+                }
+            }
+            for (id, document) in documents {
+                let message = Data(id.bytes)
+                let held = next.documents[message]
+                if let held, held.text == document?.text { continue }
+                if let held {
+                    try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [held.rowid])
+                    next.documents[message] = nil
+                }
+                if let document {
+                    next.documents[message] = (try SearchIndex.insert(document, conversation: key, in: db), document.text)
+                }
+            }
+            try writeListEntry(
+                of: state, snapshot: snapshot, key: key, kind: kind, digest: digest, lastActivity: lastActivity,
+                preview: preview, unread: unread, name: name, in: db)
+            if !previous.shown.isEmpty && !changes.added.isEmpty {
+                try db.execute(
+                    sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
+            }
+        }
+        next.shown.formUnion(ordered.filter { state.item($0) != nil || state.retracted[$0] != nil })
+        next.retracted.formUnion(ordered.filter { state.retracted[$0] != nil })
+        return (
+            changes,
+            WrittenTables(
+                cursor: snapshot.engine.changeCursor, digest: digest, names: next.names, shown: next.shown,
+                retracted: next.retracted, files: next.files, documents: next.documents, lastActivity: lastActivity)
+        )
+    }
+
+    /// The members, epoch keys and list row of a conversation this node reads, rewritten (they are small).
+    private func writeListEntry(
+        of state: ConversationState, snapshot: ConversationSnapshot, key: Data, kind: ConversationKind, digest: Data,
+        lastActivity: Int64, preview: String?, unread: Int, name: (AuthorID) -> String, in db: Database
+    ) throws {
+        for table in ["conversation_member", "epoch_key"] {
+            try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
+        }
+        for (epoch, epochKey) in snapshot.keys {
+            try db.execute(
+                sql: "INSERT INTO epoch_key (conversation, epoch, key) VALUES (?, ?, ?)",
+                arguments: [key, Data(epoch.bytes), Data(epochKey.secret.exposedCopy())])
+        }
+        for member in state.sortedMembers {
+            let info = state.members[member]!
+            try db.execute(
+                sql: """
+                    INSERT INTO conversation_member (conversation, member, role, flags, is_creator)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    key, Data(member.bytes), Int(info.role.rawValue), Int(info.flags.rawValue),
+                    member == state.creator,
+                ])
+        }
+        let others = state.sortedMembers.filter { $0 != identity.author }
+        let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, digest,
+                    last_activity_ms, preview, unread)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                key, Int(kind.rawValue), title, state.creator.map { Data($0.bytes) },
+                state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
+                digest, lastActivity, preview, unread,
+            ])
+    }
+
+    /// The people a line names: its author and, for a system line, the members it is about.
+    private static func people(shownBy item: TimelineItem) -> [AuthorID] {
+        switch item {
+        case .message(let message): return [message.author]
+        case .system(let event):
+            switch event.change {
+            case .created(_, _, let members), .added(let members), .removed(let members): return [event.author] + members
+            case .roleChanged(let member, _), .flagsChanged(let member, _): return [event.author, member]
+            case .left, .renamed, .rekeyed: return [event.author]
+            }
+        }
+    }
+
+    private static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    /// Whether the tables still hold what `written` says was written: the conversation row carries its digest and
+    /// the timeline, file and search rows are as many (counted on their conversation index, without reading them).
+    /// Anything else that writes these tables — an eviction, a rebuild, a hand-made deletion — fails this check.
+    private static func stillHeld(_ written: WrittenTables, conversation: Data, in db: Database) throws -> Bool {
+        guard try Data.fetchOne(db, sql: "SELECT digest FROM conversation WHERE id = ?", arguments: [conversation])
+            == written.digest
+        else { return false }
+        let counts = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT (SELECT COUNT(*) FROM timeline WHERE conversation = ?1),
+                       (SELECT COUNT(*) FROM timeline_file WHERE conversation = ?1),
+                       (SELECT COUNT(*) FROM search_document WHERE conversation = ?1)
+                """, arguments: [conversation])!
+        return counts[0] == written.shown.count && counts[1] == written.files.count
+            && counts[2] == written.documents.count
+    }
+
+    /// Re-derives `conversation` and rewrites its derived rows (list entry, members, timeline, reactions, epoch
+    /// keys) in one transaction. The tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the
+    /// same rows.
+    /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the changes
+    /// and, for a conversation this node reads, what was written (for `refreshChanges` next time).
+    private func refreshWhole(_ conversation: ConversationID, _ snapshot: ConversationSnapshot) throws
+        -> (TimelineChanges, WrittenTables?)
+    {
         let state = snapshot.state
         // Arrival times are read for conversations with rows to write (not for those this node only relays).
         let received = state.kind == nil ? [:] : try store.receiveTimes(of: conversation)
         // Names are read before the write transaction (database methods are not reentrant).
         var people = Set(state.members.keys)
-        for item in state.timeline {
-            switch item {
-            case .message(let message): people.insert(message.author)
-            case .system(let event):
-                people.insert(event.author)
-                switch event.change {
-                case .created(_, _, let members), .added(let members), .removed(let members): people.formUnion(members)
-                case .roleChanged(let member, _), .flagsChanged(let member, _): people.insert(member)
-                case .left, .renamed, .rekeyed: break
-                }
-            }
-        }
+        for item in state.timeline { people.formUnion(Self.people(shownBy: item)) }
         var names = [AuthorID: String]()
         for person in people { names[person] = try profile(of: person)?.name ?? person.publicKey.fingerprint }
         let known = names
@@ -161,7 +421,8 @@ extension Conversations {
                 }
             }
         }
-        return try store.writer.write { db -> TimelineChanges in
+        let digest = Data(state.digest())
+        let (changes, held) = try store.writeDerived { db -> (TimelineChanges, SearchIndex.Held?) in
             try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             // Read before anything is written: reactions are found through the timeline rows they hang on.
             let heldTimeline = try Self.heldRows(
@@ -198,46 +459,28 @@ extension Conversations {
             guard let kind = state.kind else {
                 try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
                 try SearchIndex.update(conversation: key, to: [], in: db)
-                return changes
+                return (changes, nil)
             }
-            for (epoch, epochKey) in snapshot.keys {
-                try db.execute(
-                    sql: "INSERT INTO epoch_key (conversation, epoch, key) VALUES (?, ?, ?)",
-                    arguments: [key, Data(epoch.bytes), Data(epochKey.secret.exposedCopy())])
-            }
-            for member in state.sortedMembers {
-                let info = state.members[member]!
-                try db.execute(
-                    sql: """
-                        INSERT INTO conversation_member (conversation, member, role, flags, is_creator)
-                        VALUES (?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        key, Data(member.bytes), Int(info.role.rawValue), Int(info.flags.rawValue),
-                        member == state.creator,
-                    ])
-            }
-            let others = state.sortedMembers.filter { $0 != identity.author }
-            let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, digest,
-                        last_activity_ms, preview, unread)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    key, Int(kind.rawValue), title, state.creator.map { Data($0.bytes) },
-                    state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
-                    Data(state.digest()), lastActivity, preview, unread,
-                ])
-            try SearchIndex.update(conversation: key, to: documents, in: db)
+            try writeListEntry(
+                of: state, snapshot: snapshot, key: key, kind: kind, digest: digest, lastActivity: lastActivity,
+                preview: preview, unread: unread, name: name, in: db)
+            let held = try SearchIndex.update(conversation: key, to: documents, in: db)
             // New activity brings an archived conversation back into the list (a first fill is not activity).
             if !shown.isEmpty && !changes.added.isEmpty {
                 try db.execute(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
-            return changes
+            return (changes, held)
         }
+        guard let held else { return (changes, nil) }
+        let written = WrittenTables(
+            cursor: snapshot.engine.changeCursor, digest: digest, names: known,
+            shown: Set(state.timeline.map(\.id) + state.retracted.keys), retracted: Set(state.retracted.keys),
+            files: Set(state.timeline.compactMap { item in
+                if case .message(let message) = item, message.file != nil { message.id } else { nil }
+            }),
+            documents: held, lastActivity: lastActivity)
+        return (changes, written)
     }
 
     /// The timeline columns `refresh` writes, in the order of its rows.
@@ -294,7 +537,7 @@ extension Conversations {
                 $0.conversation == .profileFeed(of: $0.author)
             }
             if isProfileFeed {
-                try store.writer.write { db in
+                try store.writeDerived { db in
                     try db.execute(
                         sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
                 }

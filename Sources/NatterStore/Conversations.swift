@@ -70,6 +70,9 @@ public final class Conversations: Sendable {
     /// certificate's signature, and every conversation refresh asks for the name of each member (a fifth of the
     /// lab's time before this cache, measured with perf). Bounded by the number of profile feeds in the store.
     private let profiles = Mutex<[AuthorID: (sequence: UInt64, profile: Profile?)]>([:])
+    /// What `refresh` last wrote per conversation this node reads (ConversationTables.swift): the next refresh
+    /// builds and compares rows only for the lines that changed, and reads nothing back from the tables.
+    let written = Mutex<[ConversationID: WrittenTables]>([:])
 
     public init(store: RecordStore, identity: LocalIdentity) {
         self.store = store
@@ -79,6 +82,7 @@ public final class Conversations: Sendable {
     /// Forgets what is cached of `conversation` (its records were evicted: a later fetch starts from scratch).
     public func forgetCache(of conversation: ConversationID) {
         caches.withLock { $0[conversation] = nil }
+        written.withLock { $0[conversation] = nil }
     }
 
     /// The authors of applied records in `conversation` who were never in its roster (not the creator, in no
@@ -91,7 +95,11 @@ public final class Conversations: Sendable {
         guard state.exists, state.members[me] != nil else { return [] }
         // Every commit must be readable here: one sealed without us (a concurrent add) may be what made an author
         // a member, and judging without it would call an honest feed junk.
-        guard !snapshot.engine.entries.contains(where: { $0.header.kind == .commit && state.unreadable.contains($0.id) })
+        guard
+            state.unreadable.isEmpty
+                || !snapshot.engine.entries.contains(where: {
+                    $0.header.kind == .commit && state.unreadable.contains($0.id)
+                })
         else { return [] }
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
@@ -170,14 +178,15 @@ public final class Conversations: Sendable {
         // entry of the conversation (copy-on-write); put back below. A concurrent snapshot of the same
         // conversation meanwhile starts from scratch, which is slower but gives the same state. If reading throws,
         // the cache is dropped (the next call starts over) rather than kept half extended.
-        var cache =
-            caches.withLock { $0.removeValue(forKey: conversation) }
-            ?? ConversationCache(engine: ConversationEngine(context: context))
-        let shrunk = feeds.contains { $0.applied < cache.applied[$0.author] ?? 0 }
-        if shrunk || cache.engine.context.directParties != context.directParties {
-            // A fork un-applied records, or we learned who founded it: start over.
-            cache = ConversationCache(engine: ConversationEngine(context: context))
+        var taken = caches.withLock { $0.removeValue(forKey: conversation) }
+        let shrunk = feeds.contains { $0.applied < taken?.applied[$0.author] ?? 0 }
+        if taken == nil || shrunk || taken!.engine.context.directParties != context.directParties {
+            // First read, a fork un-applied records, or we learned who founded it: start over. What the last
+            // refresh wrote can no longer be followed through this engine's change log.
+            taken = ConversationCache(engine: ConversationEngine(context: context))
+            written.withLock { $0[conversation] = nil }
         }
+        var cache = taken.take()!  // the only reference, so `add` extends it in place
         var fresh = [Record]()
         for feed in feeds where feed.applied > cache.applied[feed.author] ?? 0 {
             let from = (cache.applied[feed.author] ?? 0) + 1

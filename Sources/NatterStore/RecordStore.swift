@@ -62,6 +62,24 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// One write transaction of derived state only (conversation tables, search index: a cache that a refresh
+    /// rebuilds from the log) committed with `synchronous=NORMAL`: not fsynced, so it does not queue for the disk
+    /// ahead of a record's durable commit. WAL keeps commits in order: the next fsynced commit makes it durable too,
+    /// and one lost to a power cut leaves its conversation marked dirty (that mark goes in the same transaction), so
+    /// the next refresh writes it again.
+    public func writeDerived<T>(_ updates: (Database) throws -> T) throws -> T {
+        try writer.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try updates(db)
+                return .commit
+            }
+            return result!
+        }
+    }
+
     /// The writer's `synchronous` pragma (2 = FULL): exposed so tests can prove durability is configured.
     public func synchronousMode() throws -> Int {
         try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
@@ -425,6 +443,18 @@ extension RecordStore {
 
 extension RecordStore {
     /// When each applied record of a conversation arrived here (local, viewer-specific time).
+    /// Local receive times of the records with these ids (those held).
+    public func receiveTimes(of ids: [RecordID]) throws -> [RecordID: Int64] {
+        try writer.read { db in
+            let statement = try db.cachedStatement(sql: "SELECT received_ms FROM record WHERE id = ?")
+            var times = [RecordID: Int64]()
+            for id in ids {
+                if let time = try Int64.fetchOne(statement, arguments: [Data(id.bytes)]) { times[id] = time }
+            }
+            return times
+        }
+    }
+
     public func receiveTimes(of conversation: ConversationID) throws -> [RecordID: Int64] {
         try writer.read { db in
             var times = [RecordID: Int64]()

@@ -82,7 +82,8 @@ enum SearchIndex {
 
     /// Adds a message. Its rowid is the first free one at its shown time, so that rowid order is time order;
     /// after 2^20 messages in one millisecond, the next rowid after every other.
-    static func insert(_ document: Document, conversation: Data, in db: Database) throws {
+    @discardableResult
+    static func insert(_ document: Document, conversation: Data, in db: Database) throws -> Int64 {
         let base = min(max(document.shownMillis, 0), shownMillisMax) << slotBits
         let top = base + (1 << slotBits) - 1
         var rowid =
@@ -95,28 +96,42 @@ enum SearchIndex {
         try db.execute(
             sql: "INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (?, ?, ?, ?, ?)",
             arguments: [rowid, document.message, conversation, scope(of: conversation), document.text])
+        return rowid
     }
 
+    /// A conversation's documents as held: per message, its rowid and text.
+    typealias Held = [Data: (rowid: Int64, text: String)]
+
     /// Makes the conversation's documents exactly `documents`: unchanged ones stay, edited ones are replaced,
-    /// deleted, retracted or vanished ones are removed (the triggers keep the FTS5 index in step).
-    static func update(conversation: Data, to documents: [Document], in db: Database) throws {
-        var stale = [Data: (rowid: Int64, text: String)]()
-        let rows = try Row.fetchCursor(
-            db, sql: "SELECT rowid, message, text FROM search_document WHERE conversation = ?",
-            arguments: [conversation])
-        while let row = try rows.next() { stale[row[1]] = (row[0], row[2]) }
+    /// deleted, retracted or vanished ones are removed (the triggers keep the FTS5 index in step). `held` is what
+    /// the index holds for the conversation if the caller knows it (read from the table otherwise). Returns what it
+    /// holds afterwards.
+    @discardableResult
+    static func update(conversation: Data, to documents: [Document], held: Held? = nil, in db: Database) throws -> Held {
+        var stale = held ?? Held()
+        if held == nil {
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT rowid, message, text FROM search_document WHERE conversation = ?",
+                arguments: [conversation])
+            while let row = try rows.next() { stale[row[1]] = (row[0], row[2]) }
+        }
+        var kept = Held(minimumCapacity: documents.count)
         var fresh = [Document]()
         for document in documents {
             if let held = stale[document.message], held.text == document.text {
-                stale[document.message] = nil
+                kept[document.message] = held
             } else {
                 fresh.append(document)
             }
         }
-        for (_, held) in stale {
+        // Held documents not kept as they are (gone, or their text changed) go.
+        for (message, held) in stale where kept[message] == nil {
             try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [held.rowid])
         }
-        for document in fresh { try insert(document, conversation: conversation, in: db) }
+        for document in fresh {
+            kept[document.message] = (try insert(document, conversation: conversation, in: db), document.text)
+        }
+        return kept
     }
 
     /// The FTS5 expression for what a person typed: every whitespace-separated word becomes a quoted phrase (so

@@ -91,10 +91,16 @@ struct ConversationTableTests {
 
     func dump(_ store: RecordStore) throws -> String {
         try store.writer.read { db in
-            try ["conversation", "conversation_member", "timeline", "timeline_file", "reaction", "epoch_key"].map { table in
+            let tables = try ["conversation", "conversation_member", "timeline", "timeline_file", "reaction", "epoch_key"].map {
+                table in
                 try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1, 2").map { "\($0)" }.joined(
                     separator: "\n")
-            }.joined(separator: "\n--\n")
+            }
+            // Search documents without their rowids (a shown-time slot: the order of insertion picks it).
+            let documents = try Row.fetchAll(
+                db, sql: "SELECT message, conversation, scope, text FROM search_document ORDER BY 1"
+            ).map { "\($0)" }.joined(separator: "\n")
+            return (tables + [documents]).joined(separator: "\n--\n")
         }
     }
 }
@@ -144,7 +150,10 @@ extension ConversationTableTests {
         for replica in replicas {
             let incremental = try dump(replica.store)
             try replica.store.writer.write { db in
-                for table in ["timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key"] {
+                for table in [
+                    "timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key",
+                    "search_document",
+                ] {
                     try db.execute(sql: "DELETE FROM \(table)")
                 }
             }

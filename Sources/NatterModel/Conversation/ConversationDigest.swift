@@ -60,7 +60,7 @@ extension ConversationState {
                 out.append(2)
                 add(event.id.bytes)
                 add(UInt64(bitPattern: event.displayedAtMillis))
-                add("\(event.change)")
+                add(event.digestText)
             }
         }
         add("reactions")

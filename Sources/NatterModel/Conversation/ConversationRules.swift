@@ -22,9 +22,21 @@ public enum ConversationRules {
 /// records) are checked and applied on their own; anything that could change an earlier decision — an entry
 /// earlier in the order, a newly readable entry, or a removal that retracts earlier lines — re-derives from
 /// scratch. Either way the state equals `ConversationRules.derive` of all entries (a property test checks it).
+/// A position in a `ConversationEngine`'s log of changed lines.
+public struct ChangeCursor: Sendable {
+    /// The engine (and its copies) the position belongs to.
+    let lineage: EngineLineage
+    let rebuilds: Int
+    let count: Int
+}
+
+/// The identity of an engine and of the copies made from it (a reference: never reused while a cursor holds it).
+final class EngineLineage: Sendable {}
+
 public struct ConversationEngine: Sendable {
     private var derivation: Derivation
     private var bodies: [RecordID: ConversationEntry] = [:]
+    private let lineage = EngineLineage()
     /// How many times `add` had to re-derive from scratch (for tests and metrics).
     public private(set) var rebuilds = 0
 
@@ -36,6 +48,19 @@ public struct ConversationEngine: Sendable {
     public var context: ConversationContext { derivation.context }
     /// Every entry added so far, in display order.
     public var entries: [ConversationEntry] { derivation.processed }
+
+    /// Where the log of changed lines stands now (see `changes(since:)`).
+    public var changeCursor: ChangeCursor {
+        ChangeCursor(lineage: lineage, rebuilds: rebuilds, count: derivation.touched.count)
+    }
+
+    /// The lines created or changed since `cursor` (ids of timeline items, retracted messages, and messages whose
+    /// reactions changed; repeats possible), or nil when the engine re-derived since: then anything may have changed.
+    public func changes(since cursor: ChangeCursor) -> ArraySlice<RecordID>? {
+        guard cursor.lineage === lineage, cursor.rebuilds == rebuilds, cursor.count <= derivation.touched.count
+        else { return nil }
+        return derivation.touched[cursor.count...]
+    }
 
     /// Adds entries (any order; known ids are replaced when their body changed, e.g. became readable).
     /// Returns true when it re-derived everything.
@@ -192,6 +217,17 @@ struct Derivation: Sendable {
     private var contentValid: [ConversationEntry] = []
     private var contentByID: [RecordID: ConversationEntry] = [:]
     private var order: [EntryPosition] = []
+    /// Each timeline item's index in `order` (and in `state.timeline`).
+    private var orderIndex: [RecordID: Int] = [:]
+    /// Items already in the timeline that this batch changed (an edit, a delete): rewritten in place.
+    private var changedItems: Set<RecordID> = []
+    /// Every line this derivation created or changed, in order, with repeats: new items, edits and deletions,
+    /// reaction changes (by message) and retracted messages. A reader that remembers how far it read learns what
+    /// changed since (`ConversationEngine.changes(since:)`). As long as `processed`.
+    private(set) var touched: [RecordID] = []
+    /// How many of `valid` and `contentValid` the receipts were computed over: both only grow, and receipts are
+    /// merges (pointwise maxima) and appends in `contentValid` order, so a batch adds only its own.
+    private var receiptsThrough = (controls: 0, content: 0)
 
     init(context: ConversationContext) {
         self.context = context
@@ -248,11 +284,20 @@ struct Derivation: Sendable {
             if case .content(let operation) = entry.body { checkContent(entry, operation) }
         }
         computeReceipts()
+        var added = [EntryPosition]()
         if state.items.count != before {
-            let added = batch.filter { state.items[$0.id] != nil }.map(\.position)
+            added = batch.filter { state.items[$0.id] != nil }.map(\.position)
+            for (offset, position) in added.enumerated() { orderIndex[position.id] = order.count + offset }
             order += added
         }
-        state.timeline = order.map { state.items[$0.id]! }
+        // The timeline follows `order`: items this batch changed are rewritten in place, new ones appended (a batch
+        // comes after everything processed, so its items sort last) — not the whole timeline copied per batch.
+        for id in changedItems {
+            if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
+        }
+        changedItems = []
+        state.timeline += added.map { state.items[$0.id]! }
+        assert(state.timeline.count == order.count, "the timeline mirrors the order")
     }
 
     // MARK: - Display times
@@ -328,6 +373,7 @@ struct Derivation: Sendable {
                     id: entry.id, author: entry.author, position: entry.position,
                     displayedAtMillis: displayed[entry.id]!,
                     change: change)))
+        touched.append(entry.id)
     }
 
     func resultingRoster(_ before: GroupFold, _ entry: ConversationEntry, _ operation: ControlOperation) -> Set<
@@ -478,6 +524,7 @@ struct Derivation: Sendable {
             state.rejected[entry.id] = reason
             if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
                 state.retracted[entry.id] = message
+                touched.append(entry.id)
             }
             return
         }
@@ -487,6 +534,7 @@ struct Derivation: Sendable {
         case .message, .file:
             state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
             state.items[entry.id] = .message(newMessage(entry, operation)!)
+            touched.append(entry.id)
         case .edit(let target, let text):
             updateMessage(target) { message in
                 message.versions.append(text)
@@ -503,10 +551,12 @@ struct Derivation: Sendable {
         case .react(let target, let reaction):
             if state.message(target)?.deleted == false {
                 state.reactions[target, default: [:]][entry.author] = reaction
+                touched.append(target)
             }
         case .unreact(let target):
             state.reactions[target]?[entry.author] = nil
             if state.reactions[target]?.isEmpty == true { state.reactions[target] = nil }
+            touched.append(target)
         case .receipt:
             break
         }
@@ -530,6 +580,8 @@ struct Derivation: Sendable {
         guard case .message(var message) = state.items[id] else { return }
         change(&message)
         state.items[id] = .message(message)
+        changedItems.insert(id)
+        touched.append(id)
     }
 
     mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
@@ -573,10 +625,12 @@ struct Derivation: Sendable {
 
     // MARK: - Receipts
 
+    /// Folds the controls and content accepted since the last call into the receipts (`receiptsThrough`).
     mutating func computeReceipts() {
-        var marks = [AuthorID: ReaderMarks]()
-        state.readReceipts = [:]
-        for entry in valid.map(\.entry) + contentValid {
+        var marks = state.receipts
+        let fresh = valid[receiptsThrough.controls...].map(\.entry) + contentValid[receiptsThrough.content...]
+        receiptsThrough = (valid.count, contentValid.count)
+        for entry in fresh {
             var mark = marks[entry.author] ?? ReaderMarks(delivered: VectorClock(), read: VectorClock())
             var own = entry.header.dependencies
             own[entry.author] = max(own[entry.author], entry.header.sequence)

@@ -52,6 +52,18 @@ public struct SystemEvent: Hashable, Sendable {
     public let position: EntryPosition
     public let displayedAtMillis: Int64
     public let change: Change
+    /// `change` as the conversation digest writes it (its description), made once: it goes through reflection,
+    /// and the digest is recomputed at every refresh.
+    let digestText: String
+
+    public init(id: RecordID, author: AuthorID, position: EntryPosition, displayedAtMillis: Int64, change: Change) {
+        self.id = id
+        self.author = author
+        self.position = position
+        self.displayedAtMillis = displayedAtMillis
+        self.change = change
+        digestText = "\(change)"
+    }
 }
 
 /// One line of the timeline.
@@ -119,6 +131,9 @@ public struct ConversationState: Hashable, Sendable {
         return message
     }
 
+    /// The timeline item with this id (a valid message or a system line), if any.
+    public func item(_ id: RecordID) -> TimelineItem? { items[id] }
+
     /// Timeline items by id; `timeline` lists them in display order.
     var items: [RecordID: TimelineItem] = [:]
     /// Recipients of each message: members at its causal position other than its author.
@@ -132,6 +147,8 @@ public struct ConversationState: Hashable, Sendable {
             && lhs.reactions == rhs.reactions && lhs.receipts == rhs.receipts && lhs.rejected == rhs.rejected
             && lhs.unreadable == rhs.unreadable && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
             && lhs.retracted == rhs.retracted
+            && lhs.readReceipts.mapValues { $0.map(\.readUpTo) } == rhs.readReceipts.mapValues { $0.map(\.readUpTo) }
+            && lhs.readReceipts.mapValues { $0.map(\.atMillis) } == rhs.readReceipts.mapValues { $0.map(\.atMillis) }
     }
 
     public func hash(into hasher: inout Hasher) {
