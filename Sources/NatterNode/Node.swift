@@ -60,6 +60,11 @@ public actor Node: Service {
 
     /// The event loop this actor's jobs run on, as an executor (kept: the unowned reference below must outlive it).
     private nonisolated let executor: any SerialExecutor
+    /// Transport events waiting for the actor (`TransportInbox`), put there by the transport on its event loop: a
+    /// received message wakes the actor directly, not a task that would then hop to it. (The connections stay on
+    /// NIO's own loops: with them on the actor's loop, reads would wait for every store transaction, and the send
+    /// latency measured no better.)
+    private nonisolated let inbox = TransportInbox()
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let core: NodeCore
@@ -118,7 +123,7 @@ public actor Node: Service {
         core = NodeCore(
             store: store, identity: identity, networkKey: networkKey, configuration: configuration,
             random: SecureRandomGenerator())
-        transport = TCPTransport()
+        transport = TCPTransport(group: MultiThreadedEventLoopGroup.singleton, onEvent: { [inbox] in inbox.put($0) })
         let bound = try await transport.listen(host: listen.host, port: listen.port)
         port = bound
         // The beacon announces the port the listener already accepts links on.
@@ -254,17 +259,22 @@ public actor Node: Service {
         await shutdown()
     }
 
+    /// Takes the transport's events in turns, on the actor: the inbox's wait stays on the actor's executor, so an
+    /// event put on the event loop resumes this loop directly.
+    private func handleTransportEvents() async {
+        while let events = await inbox.next() { handle(events) }
+    }
+
     /// Network events and timers drive the core, until cancelled.
     private func drive() async {
         await withTaskGroup(of: Void.self) { group in
             // Events queue in the inbox while the actor works; each turn takes all of them (`TransportInbox`).
-            let inbox = TransportInbox()
-            group.addTask { [transport] in
-                for await event in transport.events { inbox.put(event) }
-                inbox.finish()
-            }
-            group.addTask {
-                while let events = await inbox.next() { await self.handle(events) }
+            group.addTask { [inbox] in
+                await withTaskCancellationHandler {
+                    await self.handleTransportEvents()
+                } onCancel: {
+                    inbox.finish()
+                }
             }
             group.addTask {
                 while !Task.isCancelled {
@@ -310,6 +320,7 @@ public actor Node: Service {
             }
         }
         await transport.shutdown()
+        inbox.finish()
         continuation.finish()
     }
 
@@ -353,10 +364,11 @@ public actor Node: Service {
 
     private func refresh() {
         guard core.isRefreshPending else { return }
-        lastRefresh = clock.now
+        let started = clock.now
+        lastRefresh = started
         if Self.tracing { Self.trace("refresh") }
         perform(core.refreshPending())
-        if Self.tracing { Self.trace("refreshed") }
+        if Self.tracing { Self.trace("refreshed in \(clock.now - started)") }
     }
 
     private func handle(_ event: TCPTransport.Event) {
@@ -490,6 +502,15 @@ public actor Node: Service {
         _ = write(2, &text, text.count)
     }
 
+    /// Called on the actor with each event as the core emits it, and when (a benchmark's clock: the moment a record
+    /// was committed, not the moment another task got round to reading the event stream). Must not block.
+    private var eventObserver: (@Sendable (NodeEvent, ContinuousClock.Instant) -> Void)?
+
+    /// Sets the observer that sees every event as it is emitted (`eventObserver`); nil removes it.
+    public func observeEvents(_ observer: (@Sendable (NodeEvent, ContinuousClock.Instant) -> Void)?) {
+        eventObserver = observer
+    }
+
     private func perform(_ actions: [NodeAction]) {
         if let sleeper, let deadline = core.nextDeadline(), deadline < sleeper.until { sleeper.task.cancel() }
         for action in actions {
@@ -511,6 +532,7 @@ public actor Node: Service {
                     linkedPeers[ConnectionID(raw: link.raw)] = peer
                     transport.markEstablished(ConnectionID(raw: link.raw))
                 }
+                eventObserver?(event, clock.now)
                 continuation.yield(event)
             }
         }

@@ -37,8 +37,9 @@ final class TransportInbox: Sendable {
         waiter?.resume(returning: nil)
     }
 
-    /// Every waiting event, joined; nil once the transport has finished and nothing is left.
-    func next() async -> [TCPTransport.Event]? {
+    /// Every waiting event, joined; nil once the transport has finished and nothing is left. Runs on the caller's
+    /// executor (the node actor's), so `put` resumes the caller there without a hop through the shared pool.
+    nonisolated(nonsending) func next() async -> [TCPTransport.Event]? {
         await withCheckedContinuation { continuation in
             let ready: [TCPTransport.Event]?? = state.withLock { state in
                 if !state.events.isEmpty {

@@ -47,7 +47,8 @@ public enum TCPLimits {
 }
 
 /// TCP listening and dialling over SwiftNIO that carries raw bytes: the node's core does all framing, encryption
-/// and sync on top. Events arrive on one `AsyncStream`, in order per connection.
+/// and sync on top. Events arrive in order per connection, on one `AsyncStream` or, if the owner gives one, through
+/// a function called on the connection's event loop (no task hop between the socket and the owner).
 public final class TCPTransport: Sendable {
     /// What happened on the network.
     public enum Event: Sendable {
@@ -61,6 +62,8 @@ public final class TCPTransport: Sendable {
 
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
+    /// Where events go: the stream's continuation, or the owner's function.
+    private let emit: @Sendable (Event) -> Void
     private let group: any EventLoopGroup
     private let state = Mutex<State>(State())
 
@@ -78,9 +81,13 @@ public final class TCPTransport: Sendable {
     /// A transport on NIO's shared event loops.
     public convenience init() { self.init(group: MultiThreadedEventLoopGroup.singleton) }
 
-    public init(group: any EventLoopGroup) {
+    /// A transport on `group`'s event loops. With `onEvent`, events are handed to it on the connection's event loop
+    /// (it must not block) and `events` stays empty; otherwise they go to `events`.
+    public init(group: any EventLoopGroup, onEvent: (@Sendable (Event) -> Void)? = nil) {
         self.group = group
-        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        let (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        (self.events, self.continuation) = (events, continuation)
+        emit = onEvent ?? { continuation.yield($0) }
     }
 
     /// Listens on `host`:`port`; if the port is taken, tries the next ones. Returns the bound port.
@@ -113,7 +120,7 @@ public final class TCPTransport: Sendable {
     @discardableResult
     public func dial(host: String, port: Int) async -> ConnectionID? {
         if state.withLock({ $0.refused.contains(host) }) {
-            continuation.yield(.dialFailed(host: host, port: port, reason: "\(TransportError.refused(host))"))
+            emit(.dialFailed(host: host, port: port, reason: "\(TransportError.refused(host))"))
             return nil
         }
         do {
@@ -126,7 +133,7 @@ public final class TCPTransport: Sendable {
                 .connect(host: host, port: port).get()
             return state.withLock { state in state.channels.first { $0.value === channel }?.key }
         } catch {
-            continuation.yield(.dialFailed(host: host, port: port, reason: "\(error)"))
+            emit(.dialFailed(host: host, port: port, reason: "\(error)"))
             return nil
         }
     }
@@ -201,11 +208,11 @@ public final class TCPTransport: Sendable {
         }
         channel.closeFuture.whenComplete { [self] _ in
             self.forget(id, host: host)
-            self.continuation.yield(.closed(id))
+            self.emit(.closed(id))
         }
         try channel.pipeline.syncOperations.addHandlers(
             IdleStateHandler(readTimeout: TCPLimits.idleTimeout),
-            ConnectionHandler(id: id, initiator: initiator, continuation: continuation))
+            ConnectionHandler(id: id, initiator: initiator, emit: emit))
     }
 
     private func forget(_ id: ConnectionID, host: String?) {
@@ -244,15 +251,15 @@ private final class ConnectionHandler: ChannelDuplexHandler {
 
     let id: ConnectionID
     let initiator: Bool
-    let continuation: AsyncStream<TCPTransport.Event>.Continuation
+    let emit: @Sendable (TCPTransport.Event) -> Void
     private var limiter: InboundRateLimiter
     /// A read the rate limit postponed is scheduled (only one at a time).
     private var readScheduled = false
 
-    init(id: ConnectionID, initiator: Bool, continuation: AsyncStream<TCPTransport.Event>.Continuation) {
+    init(id: ConnectionID, initiator: Bool, emit: @escaping @Sendable (TCPTransport.Event) -> Void) {
         self.id = id
         self.initiator = initiator
-        self.continuation = continuation
+        self.emit = emit
         limiter = InboundRateLimiter(now: Self.now())
     }
 
@@ -274,14 +281,14 @@ private final class ConnectionHandler: ChannelDuplexHandler {
         guard !announced else { return }
         announced = true
         let remote = context.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?"
-        continuation.yield(.opened(id, initiator: initiator, remote: remote))
+        emit(.opened(id, initiator: initiator, remote: remote))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         if let bytes = buffer.readBytes(length: buffer.readableBytes), !bytes.isEmpty {
             limiter.received(bytes, now: Self.now())
-            continuation.yield(.received(id, bytes))
+            emit(.received(id, bytes))
         }
     }
 
