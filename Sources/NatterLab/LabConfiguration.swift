@@ -9,6 +9,13 @@ public enum LabLimits {
     /// setting); at 6 (target 5) they have 3–4 hops, and each node's share of the forwarding stays near 1/N.
     public static let degreeMax = 6
 
+    /// How long a node that starts listens before its first dials: 200 ms, one interval of discovery's start burst
+    /// (`DiscoveryLimits.burstInterval`). It then picks its first peers at random among every node it heard, instead
+    /// of dialling the first few to answer: when many nodes start together, dialling at once links the earliest
+    /// starters to each other up to the cap (a clique joined to the rest by a few links, 5 hops across 25 nodes),
+    /// while waiting gives a random graph (3 hops; docs/lab.md).
+    public static let firstDialDelay: Duration = .milliseconds(200)
+
     /// Links a node dials towards: 5, one below the cap, so every node keeps room to accept a newcomer (a late
     /// joiner, a node that lost its links, the other side of a healed partition).
     public static let degreeTarget = 5

@@ -94,6 +94,8 @@ final class Simulation {
     var dialsRefusedAtCap = 0
     var resetsInjected = 0
     var rotations = 0
+    /// Connections a node is leaving (rotation): not picked again while their grace period runs.
+    var retiring: Set<UInt64> = []
     /// A planted fault for the checkers' tests: flip one byte of the n-th chunk sent after the workload starts.
     var corruptChunk: Int?
     var chunksSinceWorkload = 0
@@ -223,7 +225,7 @@ final class Simulation {
         } catch {
             fail("\(node.name) could not publish its profile: \(error)")
         }
-        scheduleDialCheck(index, after: .zero)
+        scheduleDialCheck(index, after: LabLimits.firstDialDelay)
         scheduleExplore(index)
     }
 

@@ -54,14 +54,25 @@ extension Simulation {
             if !candidates.isEmpty { dial(index, candidates[Int.random(in: 0..<candidates.count, using: &rng)]) }
         } else if Int.random(in: 0..<LabLimits.rotationOdds, using: &rng) == 0 {
             let open = node.ends.keys.sorted().filter { link in
-                connections[node.ends[link]!].map { $0.ends == [.open, .open] } ?? false
+                !retiring.contains(node.ends[link]!)
+                    && (connections[node.ends[link]!].map { $0.ends == [.open, .open] } ?? false)
             }
-            if !open.isEmpty {
-                let link = open[Int.random(in: 0..<open.count, using: &rng)]
+            // The node drops the link its dissemination trees use least (a random one of those), so the trees
+            // lose as little as possible; a link still in its handshake is kept (a newcomer the rotation makes room for).
+            let loads = open.map { node.core?.treeLoad(of: $0) ?? Int.max }
+            let least = open.indices.filter { loads[$0] == loads.min() }.map { open[$0] }
+            if !least.isEmpty {
+                let link = least[Int.random(in: 0..<least.count, using: &rng)]
                 let connection = connections[node.ends[link]!]!
-                let side = Connection.side(of: link)
                 rotations += 1
-                endConnection(connection, notify: [side: .zero, 1 - side: oneWay()])
+                retiring.insert(connection.id)
+                if let actions = node.core?.retire(link, now: now) {
+                    // The node leaves the link gracefully: LEAVING, grafts elsewhere, the close a grace period later.
+                    perform(index, actions)
+                } else {
+                    let side = Connection.side(of: link)
+                    endConnection(connection, notify: [side: .zero, 1 - side: oneWay()])
+                }
             }
         }
         scheduleExplore(index)

@@ -32,6 +32,9 @@ struct FeedParents {
         feedsByLink[link, default: []].insert(feed)
     }
 
+    /// Feeds whose parent is `link`.
+    func count(of link: LinkID) -> Int { feedsByLink[link]?.count ?? 0 }
+
     /// Links that are the parent of some feed, ascending.
     var parentLinks: [LinkID] { feedsByLink.keys.sorted() }
 

@@ -76,7 +76,8 @@ public struct NodeConfiguration: Sendable {
     /// so a message is on its way before the tables are rewritten, and a node catching up rewrites them once per
     /// burst of batches, not once per batch (decision 0006).
     public var conversationRefreshDelay: Duration? = .zero
-    /// Longest a link holds RECORDS after one that was not full (`NatterSync.Limits.syncPushInterval`, 50 ms); each
+    /// Longest a live push waits on a link for others to share its RECORDS (`NatterSync.Limits.syncPushInterval`,
+    /// 40 ms; also the least time between RECORDS after one that was not full); each
     /// link holds for less when its handshake was quick (`Limits.syncPushInterval(upTo:handshake:)`). The lab varies
     /// it to measure the trade-off.
     public var syncPushInterval: Duration = NatterSync.Limits.syncPushInterval
@@ -118,6 +119,11 @@ public final class NodeCore {
     private var deliveries: [(link: LinkID, records: [[UInt8]])] = []
     /// Each feed's parent link in its dissemination tree (FeedParents.swift).
     private var feedParents = FeedParents()
+    /// Feeds grafted back recently, and until when copies of them prune nothing: the links answer the graft with
+    /// the records the node lacks, all about one round trip later whatever their distance from the author, so the
+    /// parent is left to the first link to bring a *new* record (`Limits.syncTreeRegraftRace`). At most
+    /// `Limits.syncFeedParentsMax` feeds (expired entries are dropped when it is full; past it, a graft races not).
+    private var racing: [FeedKey: Duration] = [:]
     /// Typing indicators: when to send, who is typing, which frames were seen (NodeCore+Typing.swift).
     var typing = TypingTracker()
     /// Typing frames each link may still bring (`Limits.typingFramesPerLink…`).
@@ -148,6 +154,13 @@ public final class NodeCore {
         let initiatedBy: AuthorID
         var channel: SecureChannel
         var session: SyncSession<StoreRecordSource>
+        /// How long the handshake took (one to two round trips): the scale of the link's grace period.
+        let handshake: Duration
+        /// Whether either side is leaving the link (LEAVING sent or received): it supplies no feed any more and
+        /// takes no new parent role; the other links were grafted for what it supplied.
+        var leaving = false
+        /// When this side closes the link it is leaving (nil: not leaving it, or the peer is the one leaving).
+        var closeAt: Duration?
     }
 
     public init(
@@ -240,6 +253,7 @@ public final class NodeCore {
             case .handshaking(_, let openedAt): deadlines.append(openedAt + configuration.handshakeTimeout)
             case .established(let established):
                 if let deadline = established.session.nextDeadline() { deadlines.append(deadline) }
+                if let closeAt = established.closeAt { deadlines.append(closeAt) }
             }
         }
         if let deadline = fetcher.nextDeadline() { deadlines.append(deadline) }
@@ -248,6 +262,16 @@ public final class NodeCore {
         deadlines += heldDeliveries.values.map(\.until)
         if let relayCheckAt { deadlines.append(relayCheckAt) }
         return deadlines.min()
+    }
+
+    /// Ends one established link cleanly: the goodbye, then the close.
+    private func closeLink(_ id: LinkID) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        var out = [NodeAction]()
+        if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
+        links[id] = nil
+        roles[id] = nil
+        return out + [.event(.peerDown(established.peer, id)), .close(id)]
     }
 
     /// Ends every link cleanly: the authenticated goodbye on each established link (so the peer tells this close
@@ -263,6 +287,30 @@ public final class NodeCore {
             roles[id] = nil
             out.append(.close(id))
         }
+        return out
+    }
+
+    /// How much the dissemination trees use an established link (nil: not established): the feeds it is the parent
+    /// of here, plus the feeds whose trees cross it (`SyncSession.treeFeeds`). Of the links a node could drop to make
+    /// room, the one with the least load costs the trees least.
+    public func treeLoad(of id: LinkID) -> Int? {
+        guard case .established(let established) = links[id], !established.leaving else { return nil }
+        return feedParents.count(of: id) + established.session.treeFeeds
+    }
+
+    /// Leaves an established link gracefully, to make room for another peer: tells the peer (LEAVING, docs/protocol.md
+    /// §3.3 step 6), grafts on the other links every feed this link supplied, and closes the link, with the
+    /// goodbye, `Limits.syncLeaveGraceHandshakes` times its handshake's duration later. Meanwhile the link carries
+    /// records both ways, so the peer's trees are mended before it goes and nothing in flight is lost.
+    /// Nil when the link is not established (still in its handshake, or gone): the caller closes it as it can.
+    public func retire(_ id: LinkID, now: Duration) -> [NodeAction]? {
+        guard case .established(var established) = links[id] else { return nil }
+        guard established.closeAt == nil else { return [] }
+        established.closeAt = now + established.handshake * NatterSync.Limits.syncLeaveGraceHandshakes
+        let actions = established.session.leave(now: now)
+        links[id] = .established(established)
+        var out = syncActions(id, actions, now: now)
+        out += stopSupplying(id, now: now)
         return out
     }
 
@@ -349,7 +397,8 @@ public final class NodeCore {
             pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake))
         let start = session.start(now: now)
         links[id] = .established(
-            Established(peer: peer, initiatedBy: initiatedBy, channel: done.channel, session: session))
+            Established(
+                peer: peer, initiatedBy: initiatedBy, channel: done.channel, session: session, handshake: handshake))
         var out: [NodeAction] = [.event(.peerUp(peer, id))]
         out += syncActions(id, start, now: now)
         if !done.unreadBytes.isEmpty { out += receive(id, done.unreadBytes, now: now) }
@@ -397,6 +446,10 @@ public final class NodeCore {
                 out.append(.event(.caughtUp(established.peer)))
             case .progress(let received, let expected):
                 out.append(.event(.syncProgress(established.peer, received: received, expected: expected)))
+            case .peerLeaving:
+                out += stopSupplying(id, now: now)
+            case .rerouted(let feeds):
+                out += rerouted(feeds, from: id, now: now)
             case .close(let error):
                 out += failLink(id, error)
             }
@@ -626,11 +679,11 @@ public final class NodeCore {
 
     /// `link` delivered these new records and copies of records already held: it becomes the parent of the new
     /// records' feeds (grafted back if we had pruned it: its records crossed our PRUNE), and it is pruned for the
-    /// copies' feeds whose parent is another link.
+    /// copies' feeds whose parent is another link, unless they race after a graft. A link being left takes no part.
     private func updateTree(link id: LinkID, stored: [StoredRecord], copies: [FeedKey], now: Duration)
         -> [NodeAction]
     {
-        guard case .established(var established) = links[id] else { return [] }
+        guard case .established(var established) = links[id], !established.leaving else { return [] }
         var actions = [SyncAction]()
         var newest = [FeedKey: UInt64]()
         for record in stored { newest[record.feed] = max(newest[record.feed] ?? 0, record.sequence) }
@@ -643,6 +696,7 @@ public final class NodeCore {
         // The author's own link is never pruned for its feed: the tree's root stays attached to every neighbour.
         let prune = copies.filter {
             $0.author != established.peer && (feedParents.parent(of: $0).map { $0 != id } ?? false)
+                && !isRacing($0, now: now)
         }
         if !prune.isEmpty { actions += established.session.prune(prune, now: now) }
         links[id] = .established(established)
@@ -655,17 +709,33 @@ public final class NodeCore {
         var out = [NodeAction]()
         for lost in feedParents.parentLinks {
             if case .established = links[lost] { continue }
-            for feed in feedParents.remove(lost) { out += regraft(feed, now: now) }
+            let feeds = feedParents.remove(lost)
+            for feed in feeds { out += regraft(feed, now: now) }
+            out += announceReroute(feeds, except: lost, now: now)
         }
         return out
+    }
+
+    /// Whether `feed` was grafted back less than `Limits.syncTreeRegraftRace` ago (expired entries are dropped).
+    private func isRacing(_ feed: FeedKey, now: Duration) -> Bool {
+        guard let until = racing[feed] else { return false }
+        if until > now { return true }
+        racing[feed] = nil
+        return false
     }
 
     /// Grafts `feed` back on every link that pruned it, from the first record the node lacks.
     private func regraft(_ feed: FeedKey, now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
+        if racing.count >= Limits.syncFeedParentsMax { racing = racing.filter { $0.value > now } }
+        if racing[feed] != nil || racing.count < Limits.syncFeedParentsMax {
+            racing[feed] = now + Limits.syncTreeRegraftRace
+        }
         let stored = (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }?.stored ?? 0
         for id in links.keys.sorted() {
-            guard case .established(var established) = links[id], established.session.hasPruned(feed) else { continue }
+            guard case .established(var established) = links[id], !established.leaving,
+                established.session.hasPruned(feed)
+            else { continue }
             let actions = established.session.graft(feed, from: stored + 1, now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
@@ -695,6 +765,46 @@ public final class NodeCore {
             feedParents.forget(feed)
             out += regraft(feed, now: now)
         }
+        out += announceReroute(lagging.sorted(), except: nil, now: now)
+        return out
+    }
+
+    /// A link is being left (by either side): it is nobody's parent from now on, and the feeds it was the parent of
+    /// are grafted back on every other link that pruned them, while it still carries records.
+    private func stopSupplying(_ id: LinkID, now: Duration) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        established.leaving = true
+        links[id] = .established(established)
+        var out = [NodeAction]()
+        let feeds = feedParents.remove(id)
+        for feed in feeds { out += regraft(feed, now: now) }
+        out += announceReroute(feeds, except: id, now: now)
+        return out
+    }
+
+    /// Tells every other link that this node's supply of `feeds` changed (it grafted them back), so the nodes that
+    /// get them from here race them again (REROUTE, docs/protocol.md §3.3 step 6).
+    private func announceReroute(_ feeds: [FeedKey], except: LinkID?, now: Duration) -> [NodeAction] {
+        guard !feeds.isEmpty else { return [] }
+        var out = [NodeAction]()
+        for id in links.keys.sorted() where id != except {
+            guard case .established(var established) = links[id], !established.leaving else { continue }
+            let actions = established.session.reroute(feeds, now: now)
+            links[id] = .established(established)
+            out += syncActions(id, actions, now: now)
+        }
+        return out
+    }
+
+    /// The peer on `id` rerouted these feeds: those it is the parent of here, and that are not racing already, are
+    /// grafted back on the other links so their next records race along every path, and the REROUTE goes on to the
+    /// links this node pushes them to. A feed races once per `Limits.syncTreeRegraftRace`, so a REROUTE never
+    /// circles.
+    private func rerouted(_ feeds: [FeedKey], from id: LinkID, now: Duration) -> [NodeAction] {
+        let ours = feeds.filter { feedParents.parent(of: $0) == id && !isRacing($0, now: now) }
+        var out = [NodeAction]()
+        for feed in ours { out += regraft(feed, now: now) }
+        out += announceReroute(ours, except: id, now: now)
         return out
     }
 
@@ -780,6 +890,10 @@ public final class NodeCore {
                 links[id] = nil
                 out += [.event(.linkFailed(id, "handshake timed out")), .close(id)]
             case .established(var established):
+                if let closeAt = established.closeAt, now >= closeAt {
+                    out += closeLink(id)
+                    continue
+                }
                 let actions = established.session.tick(now: now)
                 links[id] = .established(established)
                 out += syncActions(id, actions, now: now)

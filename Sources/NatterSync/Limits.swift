@@ -60,13 +60,14 @@ public enum Limits {
     /// message per four batches instead of one per batch, and the sender never stalls while the receiver is busy.
     public static let syncCreditReturnBatches = syncWindowBatches / 2
 
-    /// Least time between two RECORDS messages on a link when the first was not full: 50 ms. Live push otherwise
-    /// sends one frame per record per link; holding for a moment lets a burst (one incoming batch fanned out, a
-    /// busy group) share a frame, and a record the peer sends us meanwhile is not sent back. A record after a quiet
-    /// spell goes at once, and a full batch is followed at once (catch-up and repair are not slowed), so the hold
-    /// costs at most this much per hop, only under load. In the lab's 25-node, 100 ops/s setting every frame of
-    /// live push carries several records (docs/performance.md).
-    public static let syncPushInterval: Duration = .milliseconds(50)
+    /// Longest a live push waits on a link: 40 ms. A record stored for the peer waits until it is this old, so the
+    /// records stored meanwhile (one incoming batch fanned out, a busy group) share its frame, and a record the peer
+    /// sends us meanwhile is not sent back; the next batch then waits at least as long after this one. Live push
+    /// otherwise sends one frame per record per link. The wait is at most this much per hop, whatever the load;
+    /// what a REQUEST asks for, the initial exchange and a batch after a full one are not held (catch-up and repair
+    /// are not slowed). In the lab's 25-node, 100 ops/s setting 40 ms gives 16–17 frames per operation and a
+    /// longest delivery of 3 hops × 140 ms; 50 ms put 4-hop tree paths at exactly 600 ms (docs/performance.md).
+    public static let syncPushInterval: Duration = .milliseconds(40)
 
     /// A link's push interval is its handshake's duration divided by this, at most `syncPushInterval`. Holding a
     /// frame saves frames but costs latency; the cost matters only against the link's own delay. A handshake takes
@@ -98,6 +99,20 @@ public enum Limits {
     /// s − 3 means the feed's tree no longer reaches it (its parent stopped receiving, say); a lag of one or two is
     /// records still on their way along the tree.
     public static let syncTreeLagMax: UInt64 = 3
+
+    /// How long a node keeps a link it is leaving (LEAVING sent, docs/protocol.md §3.3 step 6) before it closes
+    /// it: twice the link's handshake duration, i.e. two to four round trips. The peer needs one way for the
+    /// LEAVING and a round trip for its grafts on other links to deliver; until then the leaving link still
+    /// carries the records, so a deliberate close loses nothing in flight. On a LAN this is a few milliseconds.
+    public static let syncLeaveGraceHandshakes = 2
+
+    /// How long after grafting a feed back a node lets copies of it prune nothing: 1 s. The links answer a graft
+    /// with the records the node lacks, all about one round trip later whatever their distance from the author, so
+    /// the first answer says nothing about which link is fastest; for a second every grafted link pushes the feed,
+    /// the first to bring each *new* record becomes the parent (at 4 records a second per feed, the lab's rate, a
+    /// few live records race), and copies prune the others afterwards. A REROUTE is passed on once per window, so
+    /// it never circles.
+    public static let syncTreeRegraftRace: Duration = .seconds(1)
 
     /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.

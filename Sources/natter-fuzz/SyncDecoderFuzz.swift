@@ -1,6 +1,7 @@
-// The sync message decoder (docs/protocol.md §3.2, types 1–7 and 11: SUMMARY … PING, PRUNE), fuzzed with the same
-// input as the record decoder: no input may crash it, and whatever it accepts re-encodes to exactly the input (one
-// encoding per message). The seed `Tests/Fuzz/record-corpus/sync-prune.bin` is a PRUNE of two feeds.
+// The sync message decoder (docs/protocol.md §3.2, types 1–7 and 11–13: SUMMARY … PING, PRUNE, LEAVING, REROUTE),
+// fuzzed with the same input as the record decoder: no input may crash it, and whatever it accepts re-encodes to
+// exactly the input (one encoding per message). The seeds `Tests/Fuzz/record-corpus/sync-prune.bin`,
+// `sync-reroute.bin` and `sync-leaving.bin` are a PRUNE and a REROUTE of two feeds and a LEAVING.
 import NatterSync
 
 /// Runs `bytes` through the sync message decoder; traps if what it accepts re-encodes differently.

@@ -27,6 +27,7 @@ struct FeedParentsTests {
         parents.delivered(Self.feed(1), at: 8, by: b)
         #expect(parents.parent(of: Self.feed(1)) == b)
         #expect(parents.parentLinks == [b])
+        #expect(parents.count(of: b) == 1 && parents.count(of: a) == 0)
     }
 
     @Test("a lost link returns the feeds it was the parent of; forgetting one feed leaves the others")

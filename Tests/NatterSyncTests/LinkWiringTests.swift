@@ -62,7 +62,7 @@ struct LinkWiringTests {
                     process(side, ends[side].session.localRecordsStored(stored, now: .zero))
                 case .close(let error):
                     ends[side].error = "sync: \(error)"
-                case .caughtUp, .progress:
+                case .caughtUp, .progress, .peerLeaving, .rerouted:
                     break
                 }
             }

@@ -2,8 +2,9 @@ import NatterModel
 import Testing
 
 // Goal: show that PRUNE has exactly the documented layout and refuses hostile counts and orders, that a pruned feed
-// is left out of live push while the others keep flowing, and that a REQUEST (a graft) brings it back from the
-// asked sequence. Method: hand-made bytes against the decoder; a `SyncPair` driven by hand, counting records.
+// is left out of live push while the others keep flowing, that a REQUEST (a graft) brings it back from the asked
+// sequence, and that REROUTE and LEAVING have their documented layouts and reach the node once. Method: hand-made
+// bytes against the decoder; a `SyncPair` driven by hand, counting records.
 @testable import NatterSync
 
 @Suite("Sync PRUNE")
@@ -91,5 +92,51 @@ struct SyncPruneTests {
         pair.advance(to: pair.now + Limits.syncAntiEntropyInterval + .milliseconds(1))
         #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
         #expect(pair.violations.isEmpty)
+    }
+
+    @Test("REROUTE has PRUNE's layout under type 13, and goes only with the feeds the peer did not prune")
+    func reroute() {
+        let feeds = [Self.aliceFeed, Self.carolFeed].sorted()
+        var expected: [UInt8] = [13, 0, 2]
+        for feed in feeds { expected += feed.conversation.raw.bytes + feed.author.raw.bytes }
+        #expect(SyncMessage.reroute(feeds).encoded() == expected)
+        #expect(Self.decode(expected) == .success(.reroute(feeds)))
+        #expect(Self.decode([13, 0, 0]) == .failure(.zeroCount(field: "rerouted feeds")))
+        #expect(SyncFrameKind.name(of: expected) == "reroute")
+        var (pair, _, _) = Self.pair()
+        pair.process(pair.b.session.prune([Self.aliceFeed], now: pair.now), from: .b)
+        pair.run()
+        pair.process(pair.a.session.reroute([Self.carolFeed, Self.aliceFeed, Self.carolFeed], now: pair.now), from: .a)
+        pair.run()
+        #expect(pair.b.rerouted == [Self.carolFeed], "B pruned alice's feed: A does not supply it to B")
+        pair.process(pair.a.session.reroute([Self.aliceFeed], now: pair.now), from: .a)
+        #expect(pair.stats[.a]!.count(.reroute) == 1, "nothing is sent when every feed was pruned")
+        #expect(pair.violations.isEmpty)
+    }
+
+    @Test("LEAVING is the single byte 12; bytes after it are malformed")
+    func leavingLayout() {
+        #expect(SyncMessage.leaving.encoded() == [12])
+        #expect(Self.decode([12]) == .success(.leaving))
+        #expect(Self.decode([12, 0]) == .failure(.trailingBytes(1)))
+        #expect(SyncFrameKind.name(of: [12]) == "leaving")
+    }
+
+    @Test("a side leaving a link says so once; the peer hears it once, and live push goes on until the close")
+    func leaving() {
+        var (pair, alice, _) = Self.pair()
+        pair.process(pair.a.session.leave(now: pair.now), from: .a)
+        pair.process(pair.a.session.leave(now: pair.now), from: .a)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.leaving) == 1)
+        #expect(pair.b.peerLeavingCount == 1 && pair.a.peerLeavingCount == 0)
+        let aliceMore = Fixture.feed(Self.alice, in: Self.conversation, count: 1, after: alice)
+        pair.author(aliceMore, on: .a)
+        pair.run()
+        #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
+        #expect(pair.violations.isEmpty)
+        // A second LEAVING from the same side is malformed.
+        let again = pair.b.session.receive(message: [12], now: pair.now)
+        #expect(again == [.close(.malformed(.unexpected("a second LEAVING")))])
     }
 }

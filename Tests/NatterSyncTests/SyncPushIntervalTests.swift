@@ -1,8 +1,9 @@
 import NatterModel
 import Testing
 
-// Goal: show that live push under load shares frames without delaying a lone record, and that credit rides on
-// RECORDS when records flow both ways. Method: a `SyncPair` whose sessions hold pushes for 50 ms, driven by hand.
+// Goal: show that live push under load shares frames while no record waits longer than the interval, that what a
+// REQUEST asks for is not held, and that credit rides on RECORDS when records flow both ways. Method: a `SyncPair`
+// whose sessions hold pushes for 50 ms, driven by hand.
 @testable import NatterSync
 
 @Suite("Sync push interval")
@@ -21,22 +22,49 @@ struct SyncPushIntervalTests {
         return (pair, base)
     }
 
-    @Test("the first record goes at once; records within the interval share the next frame")
+    @Test("a live record waits at most the interval: the first is held until it is that old, later ones share its frame")
     func burstShares() {
         var (pair, base) = Self.pair()
         let more = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 3, after: base)
-        let sentAt = pair.now
+        let queuedAt = pair.now
         pair.author([more[0]], on: .a)
-        #expect(pair.stats[.a]!.count(.records) == 1)
         pair.run()
+        #expect(pair.stats[.a]!.count(.records) == 0, "held while records gather")
+        #expect(pair.a.session.nextDeadline() == queuedAt + Self.interval)
+        pair.tick(at: queuedAt + Self.interval / 2)
         pair.author([more[1]], on: .a)
         pair.author([more[2]], on: .a)
         pair.run()
-        #expect(pair.stats[.a]!.count(.records) == 1, "held for the interval")
-        #expect(pair.a.session.nextDeadline() == sentAt + Self.interval)
-        pair.tick(at: sentAt + Self.interval)
+        #expect(pair.stats[.a]!.count(.records) == 0)
+        #expect(pair.a.session.nextDeadline() == queuedAt + Self.interval, "the oldest record sets the deadline")
+        pair.tick(at: queuedAt + Self.interval)
         pair.run()
-        #expect(pair.stats[.a]!.count(.records) == 2, "both in one frame")
+        #expect(pair.stats[.a]!.count(.records) == 1, "all three in one frame, the first held exactly the interval")
+        #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
+        // The next batch goes no sooner than the interval after this one, even for a record queued much later.
+        let sentAt = pair.now
+        let late = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 1, after: base + more)
+        pair.tick(at: sentAt + Self.interval * 3)
+        pair.author(late, on: .a)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.records) == 1)
+        pair.tick(at: sentAt + Self.interval * 4)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.records) == 2)
+        #expect(pair.violations.isEmpty)
+    }
+
+    @Test("records a REQUEST asks for go at once, without gathering")
+    func requestsGoAtOnce() {
+        var (pair, base) = Self.pair()
+        let more = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 2, after: base)
+        pair.a.log.append(more)  // held by A, never reported live: B finds them missing
+        let feed = FeedKey(conversation: Fixture.conversation(7), author: Fixture.author(Self.alice))
+        pair.process(
+            pair.b.session.missing(conversation: feed.conversation, author: feed.author, from: 4, now: pair.now),
+            from: .b)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.records) == 1)
         #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
         #expect(pair.violations.isEmpty)
     }

@@ -63,6 +63,8 @@ struct SyncPeer {
     /// Deliveries not yet ingested.
     var pendingIngest: [[[UInt8]]] = []
     var caughtUpCount = 0
+    var peerLeavingCount = 0
+    var rerouted: [FeedKey] = []
     var progress: [(received: Int, expected: Int)] = []
     var closedWith: SyncError?
     /// How many records this side stored that came over the link.
@@ -234,6 +236,10 @@ struct SyncPair {
                 self[side].progress.append((received, expected))
             case .close(let error):
                 self[side].closedWith = error
+            case .peerLeaving:
+                self[side].peerLeavingCount += 1
+            case .rerouted(let feeds):
+                self[side].rerouted += feeds
             }
         }
     }

@@ -109,6 +109,12 @@ public enum SyncAction: Equatable, Sendable {
     case caughtUp
     /// Initial sync progress: records received from the peer so far and the number it announced (≥ received).
     case progress(received: Int, expected: Int)
+    /// The peer sent LEAVING: it closes the link after its grace period. Graft elsewhere every feed whose tree
+    /// parent is this link, and take no new parent from it (docs/protocol.md §3.3, step 6).
+    case peerLeaving
+    /// The peer sent REROUTE: its supply of these feeds changed. For each whose tree parent is this link, graft it
+    /// back on the other links so the next records race again, and pass the REROUTE on (docs/protocol.md §3.3).
+    case rerouted([FeedKey])
     /// Close the link: the session is over. The node scores the peer for `.malformed` and `.invalidRecord`.
     case close(SyncError)
 }

@@ -81,6 +81,11 @@ enum SyncMessage: Equatable, Sendable {
     /// Stop pushing these feeds' new records to the sender live: it gets them over another link (a REQUEST for
     /// the feed undoes it). Strictly ascending, 1…`syncPruneFeedsPerMessageMax`.
     case prune([FeedKey])
+    /// The sender will close this link once its grace period is over: graft elsewhere the feeds it supplies.
+    case leaving
+    /// The sender's supply of these feeds changed (it lost or left its tree parent and grafted them back): a
+    /// receiver whose parent for one of them is the sender races it again. Same layout as PRUNE.
+    case reroute([FeedKey])
 
     /// Message type bytes (the first byte of every message).
     enum Tag: UInt8 {
@@ -92,6 +97,8 @@ enum SyncMessage: Equatable, Sendable {
         case done = 6
         case ping = 7
         case prune = 11
+        case leaving = 12
+        case reroute = 13
     }
 
     /// Bytes of one summary entry: conversation and digest.
@@ -163,10 +170,12 @@ enum SyncMessage: Equatable, Sendable {
             out.append(Tag.done.rawValue)
         case .ping:
             out.append(Tag.ping.rawValue)
-        case .prune(let feeds):
+        case .leaving:
+            out.append(Tag.leaving.rawValue)
+        case .prune(let feeds), .reroute(let feeds):
             precondition((1...Limits.syncPruneFeedsPerMessageMax).contains(feeds.count))
             out.reserveCapacity(3 + feeds.count * Self.pruneFeedBytes)
-            out.append(Tag.prune.rawValue)
+            if case .prune = self { out.append(Tag.prune.rawValue) } else { out.append(Tag.reroute.rawValue) }
             appendBigEndian(UInt16(feeds.count), to: &out)
             for feed in feeds {
                 feed.conversation.raw.appendBytes(to: &out)
@@ -224,7 +233,11 @@ enum SyncMessage: Equatable, Sendable {
             message = .request(FeedKey(conversation: conversation, author: author), from: from)
         case .done: message = .done
         case .ping: message = .ping
-        case .prune: message = try decodePrune(&reader)
+        case .prune: message = try decodePrune(&reader, field: "pruned feeds")
+        case .leaving: message = .leaving
+        case .reroute:
+            guard case .prune(let feeds) = try decodePrune(&reader, field: "rerouted feeds") else { fatalError() }
+            message = .reroute(feeds)
         }
         try reader.finish()
         return message
@@ -293,9 +306,10 @@ enum SyncMessage: Equatable, Sendable {
         return .heads(entries)
     }
 
-    private static func decodePrune(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
+    /// A PRUNE's feed list (REROUTE has the same), returned as a PRUNE.
+    private static func decodePrune(_ reader: inout SyncReader, field: String) throws(SyncMessageError) -> SyncMessage {
         let count = try reader.counted(
-            "feed count", "pruned feeds", limit: Limits.syncPruneFeedsPerMessageMax, entryBytes: pruneFeedBytes,
+            "feed count", field, limit: Limits.syncPruneFeedsPerMessageMax, entryBytes: pruneFeedBytes,
             atLeastOne: true)
         var feeds = [FeedKey]()
         feeds.reserveCapacity(count)
@@ -303,7 +317,7 @@ enum SyncMessage: Equatable, Sendable {
             let feed = FeedKey(
                 conversation: ConversationID(raw: try reader.bytes32("conversation")),
                 author: AuthorID(raw: try reader.bytes32("author")))
-            if let last = feeds.last, !(last < feed) { throw .unsorted(field: "pruned feeds") }
+            if let last = feeds.last, !(last < feed) { throw .unsorted(field: field) }
             feeds.append(feed)
         }
         return .prune(feeds)
@@ -434,6 +448,8 @@ public enum SyncFrameKind {
         case 9: "chunk"
         case 10: "chunk-unavailable"
         case 11: "prune"
+        case 12: "leaving"
+        case 13: "reroute"
         default: "unknown"
         }
     }

@@ -75,8 +75,14 @@ public struct SyncSession<Source: RecordSource> {
     /// once it reaches `syncCreditReturnBatches`.
     private var creditToReturn = 0
     /// Until when the next RECORDS waits: `pushInterval` after a batch that was not full (nil after a full one), so a
-    /// burst shares frames; the first record after a quiet spell goes at once.
+    /// burst shares frames.
     private var recordsHeldUntil: Duration?
+    /// When the oldest live push still waiting was queued (nil: none waits). A live push goes once it has waited
+    /// `pushInterval`, so the records stored meanwhile share its batch: no record waits longer than the interval.
+    private var livePushSince: Duration?
+    /// Whether the push queue holds more than live pushes (the initial exchange, a REQUEST's range): those go as
+    /// soon as `recordsHeldUntil` allows, without gathering.
+    private var pushUrgent = false
 
     // MARK: What the peer holds
     /// Per feed, the highest sequence of its chain the peer is known to hold (from its reports, records it sent,
@@ -109,6 +115,9 @@ public struct SyncSession<Source: RecordSource> {
     private var prunedByPeer: Set<FeedKey> = []
     /// Feeds we pruned: the peer does not push them to us live. At most `syncPrunedFeedsMax`.
     private var prunedByUs: Set<FeedKey> = []
+    /// Whether we sent LEAVING, and whether the peer did (each at most once per session).
+    private var leavingSent = false
+    private var peerLeaving = false
 
     // MARK: Incoming exchange
     private var incomingSummary: IncomingSummary?
@@ -132,8 +141,9 @@ public struct SyncSession<Source: RecordSource> {
     /// read and left unsent when a batch fills by bytes.
     static var readChunkRecords: Int { 32 }
 
-    /// Least time between RECORDS after one that was not full. The node passes `Limits.syncPushInterval`
-    /// (`NodeConfiguration.syncPushInterval`); `.zero`, the default here, sends every push at once.
+    /// Longest a live push waits for others to share its RECORDS, and least time between RECORDS after one that
+    /// was not full. The node passes `Limits.syncPushInterval` (`NodeConfiguration.syncPushInterval`); `.zero`, the
+    /// default here, sends every push at once.
     public let pushInterval: Duration
 
     /// A session over `source`; call `start` once the link is established.
@@ -250,6 +260,35 @@ public struct SyncSession<Source: RecordSource> {
         return finish()
     }
 
+    /// This side will close the link once its grace period is over (the node's choice, e.g. to make room for
+    /// another peer): tell the peer, so it grafts elsewhere the feeds this link supplies while the link still
+    /// carries them. Live push goes on until the close. At most one LEAVING per session; later calls send nothing.
+    public mutating func leave(now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        if !leavingSent {
+            leavingSent = true
+            send(.leaving)
+        }
+        return finish()
+    }
+
+    /// Tells the peer that our supply of these feeds changed (we lost or left their tree parent and grafted them
+    /// back), so that if it gets them from us it races them again: a REROUTE of those it did not prune (the feeds
+    /// we push it live). Nothing is sent when none is left.
+    public mutating func reroute(_ feeds: [FeedKey], now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        var remaining = Set(feeds).filter { !prunedByPeer.contains($0) && !diverged.contains($0) }.sorted()[...]
+        while !remaining.isEmpty {
+            send(.reroute(Array(remaining.prefix(Limits.syncPruneFeedsPerMessageMax))))
+            remaining = remaining.dropFirst(Limits.syncPruneFeedsPerMessageMax)
+        }
+        return finish()
+    }
+
+    /// Feeds whose trees use this link: those the peer is known in and has not pruned (we push their new records to
+    /// it live, or it is where they come from). A node that drops one of its links drops the one with the fewest.
+    public var treeFeeds: Int { max(0, peerHeld.count - prunedByPeer.count) }
+
     /// Whether we asked the peer to stop pushing `feed` live and have not grafted it back.
     public func hasPruned(_ feed: FeedKey) -> Bool { prunedByUs.contains(feed) }
 
@@ -286,7 +325,11 @@ public struct SyncSession<Source: RecordSource> {
 
     /// When the push interval lets the next RECORDS go, if it is holding them now.
     private var pushHeldUntil: Duration? {
-        guard let until = recordsHeldUntil, until > now else { return nil }
+        var until = recordsHeldUntil
+        if !pushUrgent, evidenceQueue.isEmpty, let since = livePushSince {
+            until = max(until ?? since, since + pushInterval)
+        }
+        guard let until, until > now else { return nil }
         return until
     }
 
@@ -314,6 +357,10 @@ public struct SyncSession<Source: RecordSource> {
         if phase == .running {
             flushHeads()
             pump()
+            if pushQueue.isEmpty {
+                livePushSince = nil
+                pushUrgent = false
+            }
             // Credit that no RECORDS carried goes alone once half the window is due.
             if creditToReturn >= Limits.syncCreditReturnBatches {
                 send(.credit(creditToReturn))
@@ -381,6 +428,12 @@ public struct SyncSession<Source: RecordSource> {
             break
         case .prune(let feeds):
             for feed in feeds where prunedByPeer.count < Limits.syncPrunedFeedsMax { prunedByPeer.insert(feed) }
+        case .reroute(let feeds):
+            actions.append(.rerouted(feeds))
+        case .leaving:
+            guard !peerLeaving else { throw .unexpected("a second LEAVING") }
+            peerLeaving = true
+            actions.append(.peerLeaving)
         }
     }
 
@@ -453,6 +506,7 @@ public struct SyncSession<Source: RecordSource> {
             peerHeld[feed] = held
             if head.sequence > held, !diverged.contains(feed) {
                 pushQueue.add(feed)
+                pushUrgent = true
                 queued = true
             }
         }
@@ -577,6 +631,7 @@ public struct SyncSession<Source: RecordSource> {
                 if let record = ownRecord(feed, at: head.sequence) { queueEvidence(record.bytes, id: record.id, feed) }
             } else if head.sequence > held {
                 pushQueue.add(feed)
+                pushUrgent = true
             }
         }
         if wantsReply, !wasAwaiting { queueHeads(conversation, local, wantsReply: false) }
@@ -694,6 +749,7 @@ public struct SyncSession<Source: RecordSource> {
         guard record.sequence > held else { return }
         peerHeld[feed] = held
         pushQueue.add(feed)
+        if livePushSince == nil { livePushSince = now }
     }
 
     /// Relays fork evidence the node stored, with our record at the same position, so the peer sees the fork
@@ -765,6 +821,7 @@ public struct SyncSession<Source: RecordSource> {
         else { return }
         peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
         pushQueue.add(feed)
+        pushUrgent = true
     }
 }
 
