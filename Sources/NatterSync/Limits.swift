@@ -76,9 +76,16 @@ public enum Limits {
     /// lab's Maelstrom setting, handshake 200-300 ms) the full 50 ms applies.
     public static let syncPushIntervalHandshakeDivisor = 4
 
-    /// The push interval for a link whose handshake took `handshake`, at most `cap`.
+    /// Push intervals shorter than this are zero: 2 ms. Since a held record now waits until it is one interval old,
+    /// a LAN or loopback link (handshake of a few ms) would hold every chat message a fraction of a millisecond for
+    /// no saving worth having (its frames are cheap); links with a real delay (the lab's: 25-40 ms) are unaffected.
+    public static let syncPushIntervalMin: Duration = .milliseconds(2)
+
+    /// The push interval for a link whose handshake took `handshake`, at most `cap`; zero below
+    /// `syncPushIntervalMin`.
     public static func syncPushInterval(upTo cap: Duration, handshake: Duration) -> Duration {
-        max(.zero, min(cap, handshake / syncPushIntervalHandshakeDivisor))
+        let interval = max(.zero, min(cap, handshake / syncPushIntervalHandshakeDivisor))
+        return interval < syncPushIntervalMin ? .zero : interval
     }
 
     /// Feeds per PRUNE message: 1024 (64 KiB of feed keys). A node prunes the feeds one incoming batch duplicated,

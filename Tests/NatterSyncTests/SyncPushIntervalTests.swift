@@ -54,6 +54,16 @@ struct SyncPushIntervalTests {
         #expect(pair.violations.isEmpty)
     }
 
+    @Test("a link's interval is a quarter of its handshake, at most the cap, and zero below 2 ms (a LAN)")
+    func intervalFromHandshake() {
+        let cap = Duration.milliseconds(40)
+        #expect(Limits.syncPushInterval(upTo: cap, handshake: .milliseconds(1)) == .zero)
+        #expect(Limits.syncPushInterval(upTo: cap, handshake: .microseconds(7_900)) == .zero)
+        #expect(Limits.syncPushInterval(upTo: cap, handshake: .milliseconds(8)) == .milliseconds(2))
+        #expect(Limits.syncPushInterval(upTo: cap, handshake: .milliseconds(100)) == .milliseconds(25))
+        #expect(Limits.syncPushInterval(upTo: cap, handshake: .milliseconds(300)) == cap)
+    }
+
     @Test("records a REQUEST asks for go at once, without gathering")
     func requestsGoAtOnce() {
         var (pair, base) = Self.pair()
