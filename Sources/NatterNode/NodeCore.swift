@@ -279,9 +279,9 @@ public final class NodeCore {
     public func closeAllLinks() -> [NodeAction] {
         var out = [NodeAction]()
         for id in links.keys.sorted() {
-            if case .established(var established) = links[id] {
-                if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
-                out.append(.event(.peerDown(established.peer, id)))
+            if case .established = links[id] {
+                out += closeLink(id)
+                continue
             }
             links[id] = nil
             roles[id] = nil
@@ -539,6 +539,8 @@ public final class NodeCore {
         let outcomes = records.indices.map { refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()! }
         chargeQuotas(link: id, outcomes: outcomes, headers: headers, refused: refused, now: now)
         var stored = [StoredRecord]()
+        /// Headers of the records appended to their feeds (not fork evidence), for the tree's lag check.
+        var appended = [RecordHeader]()
         var out = [NodeAction]()
         var copies = [FeedKey]()
         /// New records held for a gap: their link is ahead of us in their feed.
@@ -548,9 +550,15 @@ public final class NodeCore {
             if case .stored = outcome { recordsNew += 1 }
             switch outcome {
             case .stored, .forkEvidence:
-                if let record = try? Record.decode(bytes) {
+                // The header parsed before ingest names the record: the store has just checked it, so it is not
+                // decoded again.
+                if let header = headers[index] {
                     let isEvidence = if case .forkEvidence = outcome { true } else { false }
-                    stored.append(StoredRecord(record, isForkEvidence: isEvidence))
+                    stored.append(
+                        StoredRecord(
+                            conversation: header.conversation, author: header.author, sequence: header.sequence,
+                            bytes: bytes, isForkEvidence: isEvidence))
+                    if !isEvidence { appended.append(header) }
                 }
             case .outOfOrder(_, let missingFrom):
                 if let record = try? Record.decode(bytes) {
@@ -583,7 +591,7 @@ public final class NodeCore {
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
         out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
-        out += regraftLagging(stored, now: now)
+        out += regraftLagging(appended + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
@@ -617,8 +625,7 @@ public final class NodeCore {
 
     /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
     func wallClockMillis(_ now: Duration) -> Int64 {
-        configuration.clockOriginMillis + now.components.seconds * 1_000 + now.components.attoseconds
-            / 1_000_000_000_000_000
+        configuration.clockOriginMillis + Self.millis(now)
     }
 
     private func buffer(_ record: Record, missingFrom: UInt64) {
@@ -745,17 +752,16 @@ public final class NodeCore {
 
     /// Stored records name, in their dependencies, records of other feeds: a feed the node lags in by more than
     /// `syncTreeLagMax` is no longer reached by its tree, so it forgets the parent and grafts the feed back.
-    private func regraftLagging(_ records: [StoredRecord], now: Duration) -> [NodeAction] {
+    private func regraftLagging(_ headers: [RecordHeader], now: Duration) -> [NodeAction] {
         var lagging = Set<FeedKey>()
         var heads = [ConversationID: [AuthorID: UInt64]]()
-        for stored in records where !stored.isForkEvidence {
-            guard let record = try? Record.decode(stored.bytes) else { continue }
-            let conversation = record.header.conversation
+        for header in headers {
+            let conversation = header.conversation
             if heads[conversation] == nil {
                 let feeds = (try? store.feeds(of: conversation)) ?? []
                 heads[conversation] = Dictionary(feeds.map { ($0.author, $0.stored) }, uniquingKeysWith: max)
             }
-            for dependency in record.header.dependencies
+            for dependency in header.dependencies
             where dependency.sequence > (heads[conversation]?[dependency.author] ?? 0) + Limits.syncTreeLagMax {
                 lagging.insert(FeedKey(conversation: conversation, author: dependency.author))
             }

@@ -63,8 +63,8 @@ public struct TimelineChanges: Equatable, Sendable {
 /// `digest` and the tables hold as many rows as it says (`Conversations.stillHeld`).
 struct WrittenTables: Sendable {
     /// The engine's change log position the tables reflect.
-    let cursor: ChangeCursor
-    let digest: Data
+    var cursor: ChangeCursor
+    var digest: Data
     /// The name of every person the rows show (system lines, previews, titles were built with these).
     var names: [AuthorID: String]
     /// Ids of the timeline rows (lines shown, retracted ones included), of those retracted, of the file rows.
@@ -140,12 +140,9 @@ extension Conversations {
         }
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
-        func row(_ values: (any DatabaseValueConvertible)?...) -> [DatabaseValue] {
-            values.map { $0?.databaseValue ?? .null }
-        }
         let ordered = changed.sorted()
         let received = try store.receiveTimes(of: ordered)
-        // The changed lines' rows, files, reactions and documents.
+        // The changed lines' rows, files, reactions and documents (nil: the line has none any more).
         var lines = [[DatabaseValue]]()
         var files = [RecordID: [DatabaseValue]?]()
         var reactions = [RecordID: [[DatabaseValue]]]()
@@ -155,60 +152,24 @@ extension Conversations {
             let arrived = received[id] ?? 0
             if let item = state.item(id) {
                 lastActivity = max(lastActivity, arrived)
-                switch item {
-                case .message(let message):
-                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
-                    lines.append(
-                        row(
-                            Data(id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
-                            message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
-                            message.editCount, message.deleted, false, displayed, arrived))
-                    files[id] = message.file.map {
-                        row(Data(id.bytes), key, $0.name, $0.mediaType, Int64($0.size), $0.chunks.count)
-                    } ?? .some(nil)
-                    let searchable = message.file?.name ?? message.text
-                    documents[id] =
-                        message.deleted || searchable.isEmpty
-                        ? .some(nil)
-                        : SearchIndex.Document(message: Data(id.bytes), text: searchable, shownMillis: displayed)
-                case .system(let event):
-                    lines.append(
-                        row(
-                            Data(id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
-                            describe(event, name: name), nil, 0, false, false,
-                            min(event.displayedAtMillis, max(arrived, 0)), arrived))
+                lines.append(lineRow(item, key: key, arrived: arrived, name: name))
+                if case .message(let message) = item {
+                    files[id] = .some(Self.fileRow(message, key: key))
+                    documents[id] = .some(Self.document(of: message, arrived: arrived))
                 }
             } else if let message = state.retracted[id] {
-                lines.append(
-                    row(
-                        Data(id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
-                        message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
-                        min(message.displayedAtMillis, max(arrived, 0)), arrived))
+                lines.append(Self.retractedRow(message, key: key, arrived: arrived))
             }
-            reactions[id] = (state.reactions[id] ?? [:]).sorted { $0.key < $1.key }.map { person, reaction in
-                row(Data(id.bytes), Data(person.bytes), Int(reaction.rawValue))
-            }
+            reactions[id] = Self.reactionRows(of: id, in: state)
         }
-        // The list entry: unread and preview over the whole timeline (arithmetic, no rows built).
-        let myRead = state.receipts[identity.author]?.read ?? VectorClock()
-        var unread = 0
-        var preview: String?
-        for item in state.timeline {
-            guard case .message(let message) = item else { continue }
-            if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
-        }
-        for item in state.timeline.reversed() {
-            guard case .message(let message) = item, !message.deleted else { continue }
-            let text = String((message.file.map { "[file] \($0.name)" } ?? message.text).prefix(Self.previewCharacters))
-            preview = kind == .group ? "\(name(message.author)): \(text)" : text
-            break
-        }
+        let (unread, preview) = listSummary(of: state, kind: kind, name: name)
         let addedIDs = ordered.filter { state.item($0) != nil && !previous.shown.contains($0) }
         let changes = TimelineChanges(
             added: addedIDs.sorted { state.item($0)!.position < state.item($1)!.position },
             retracted: ordered.filter { state.retracted[$0] != nil && !previous.retracted.contains($0) })
-        let digest = Data(state.digest())
         var next = previous
+        next.cursor = snapshot.engine.changeCursor
+        next.digest = Data(state.digest())
         next.names = known
         next.lastActivity = lastActivity
         try store.writeDerived { db in
@@ -235,19 +196,11 @@ extension Conversations {
                 }
             }
             for (id, document) in documents {
-                let message = Data(id.bytes)
-                let held = next.documents[message]
-                if let held, held.text == document?.text { continue }
-                if let held {
-                    try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [held.rowid])
-                    next.documents[message] = nil
-                }
-                if let document {
-                    next.documents[message] = (try SearchIndex.insert(document, conversation: key, in: db), document.text)
-                }
+                try SearchIndex.set(
+                    Data(id.bytes), to: document, conversation: key, held: &next.documents, in: db)
             }
             try writeListEntry(
-                of: state, snapshot: snapshot, key: key, kind: kind, digest: digest, lastActivity: lastActivity,
+                of: state, snapshot: snapshot, key: key, kind: kind, digest: next.digest, lastActivity: lastActivity,
                 preview: preview, unread: unread, name: name, in: db)
             if !previous.shown.isEmpty && !changes.added.isEmpty {
                 try db.execute(
@@ -256,12 +209,82 @@ extension Conversations {
         }
         next.shown.formUnion(ordered.filter { state.item($0) != nil || state.retracted[$0] != nil })
         next.retracted.formUnion(ordered.filter { state.retracted[$0] != nil })
-        return (
-            changes,
-            WrittenTables(
-                cursor: snapshot.engine.changeCursor, digest: digest, names: next.names, shown: next.shown,
-                retracted: next.retracted, files: next.files, documents: next.documents, lastActivity: lastActivity)
-        )
+        return (changes, next)
+    }
+
+    // MARK: - Rows (both refresh paths build them here, so a partial refresh writes what a whole one would)
+
+    private static func row(_ values: (any DatabaseValueConvertible)?...) -> [DatabaseValue] {
+        values.map { $0?.databaseValue ?? .null }
+    }
+
+    /// The time a line shows: its clamped creation time, never after its arrival here.
+    private static func shown(_ displayedAtMillis: Int64, arrived: Int64) -> Int64 {
+        min(displayedAtMillis, max(arrived, 0))
+    }
+
+    /// The timeline row of a line shown: a message or a system line.
+    private func lineRow(_ item: TimelineItem, key: Data, arrived: Int64, name: (AuthorID) -> String)
+        -> [DatabaseValue]
+    {
+        switch item {
+        case .message(let message):
+            Self.row(
+                Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+                message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) }, message.editCount,
+                message.deleted, false, Self.shown(message.displayedAtMillis, arrived: arrived), arrived)
+        case .system(let event):
+            Self.row(
+                Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true, nil,
+                describe(event, name: name), nil, 0, false, false,
+                Self.shown(event.displayedAtMillis, arrived: arrived), arrived)
+        }
+    }
+
+    /// The timeline row of a retracted message (marked, never dropped: SPEC F4).
+    private static func retractedRow(_ message: TimelineMessage, key: Data, arrived: Int64) -> [DatabaseValue] {
+        row(
+            Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes), false,
+            message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
+            shown(message.displayedAtMillis, arrived: arrived), arrived)
+    }
+
+    private static func fileRow(_ message: TimelineMessage, key: Data) -> [DatabaseValue]? {
+        message.file.map { row(Data(message.id.bytes), key, $0.name, $0.mediaType, Int64($0.size), $0.chunks.count) }
+    }
+
+    private static func reactionRows(of message: RecordID, in state: ConversationState) -> [[DatabaseValue]] {
+        (state.reactions[message] ?? [:]).sorted { $0.key < $1.key }.map { person, reaction in
+            row(Data(message.bytes), Data(person.bytes), Int(reaction.rawValue))
+        }
+    }
+
+    /// What search holds for a message: its text, or a file message's name; nothing when deleted or empty.
+    private static func document(of message: TimelineMessage, arrived: Int64) -> SearchIndex.Document? {
+        let searchable = message.file?.name ?? message.text
+        guard !message.deleted, !searchable.isEmpty else { return nil }
+        return SearchIndex.Document(
+            message: Data(message.id.bytes), text: searchable,
+            shownMillis: shown(message.displayedAtMillis, arrived: arrived))
+    }
+
+    /// The list entry's unread count (messages by others after this node's read receipt) and preview (the last
+    /// message not deleted, "Name: text" in groups).
+    private func listSummary(of state: ConversationState, kind: ConversationKind, name: (AuthorID) -> String)
+        -> (unread: Int, preview: String?)
+    {
+        let myRead = state.receipts[identity.author]?.read ?? VectorClock()
+        var unread = 0
+        for item in state.timeline {
+            guard case .message(let message) = item else { continue }
+            if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
+        }
+        for item in state.timeline.reversed() {
+            guard case .message(let message) = item, !message.deleted else { continue }
+            let text = String((message.file.map { "[file] \($0.name)" } ?? message.text).prefix(Self.previewCharacters))
+            return (unread, kind == .group ? "\(name(message.author)): \(text)" : text)
+        }
+        return (unread, nil)
     }
 
     /// The members, epoch keys and list row of a conversation this node reads, rewritten (they are small).
@@ -339,9 +362,6 @@ extension Conversations {
             && counts[2] == written.documents.count
     }
 
-    /// Re-derives `conversation` and rewrites its derived rows (list entry, members, timeline, reactions, epoch
-    /// keys) in one transaction. The tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the
-    /// same rows.
     /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the changes
     /// and, for a conversation this node reads, what was written (for `refreshChanges` next time).
     private func refreshWhole(_ conversation: ConversationID, _ snapshot: ConversationSnapshot) throws
@@ -366,60 +386,20 @@ extension Conversations {
         var lastActivity: Int64 = 0
         var preview: String?
         var unread = 0
-        if state.kind != nil {
-            func row(_ values: (any DatabaseValueConvertible)?...) -> [DatabaseValue] {
-                values.map { $0?.databaseValue ?? .null }
-            }
+        if let kind = state.kind {
             for message in state.retracted.values {
-                let arrived = received[message.id] ?? 0
-                timeline.append(
-                    row(
-                        Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes),
-                        false, message.text, nil, message.replyTo.map { Data($0.bytes) }, 0, false, true,
-                        min(message.displayedAtMillis, max(arrived, 0)), arrived))
+                timeline.append(Self.retractedRow(message, key: key, arrived: received[message.id] ?? 0))
             }
-            let myRead = state.receipts[identity.author]?.read ?? VectorClock()
             for item in state.timeline {
                 let arrived = received[item.id] ?? 0
                 lastActivity = max(lastActivity, arrived)
-                switch item {
-                case .message(let message):
-                    let displayed = min(message.displayedAtMillis, max(arrived, 0))
-                    timeline.append(
-                        row(
-                            Data(message.id.bytes), key, Int64(message.position.lamport), Data(message.author.bytes),
-                            false, message.deleted ? nil : message.text, nil, message.replyTo.map { Data($0.bytes) },
-                            message.editCount, message.deleted, false, displayed, arrived))
-                    if let file = message.file {
-                        files.append(
-                            row(
-                                Data(message.id.bytes), key, file.name, file.mediaType, Int64(file.size),
-                                file.chunks.count))
-                    }
-                    if !message.deleted {
-                        // A file message has no text: its file name is what search finds.
-                        let searchable = message.file?.name ?? message.text
-                        if !searchable.isEmpty {
-                            documents.append(
-                                SearchIndex.Document(
-                                    message: Data(message.id.bytes), text: searchable, shownMillis: displayed))
-                        }
-                        let line = message.file.map { "[file] \($0.name)" } ?? message.text
-                        let text = String(line.prefix(Self.previewCharacters))
-                        preview = state.kind == .group ? "\(name(message.author)): \(text)" : text
-                    }
-                    if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
-                    for (person, reaction) in state.reactions[message.id] ?? [:] {
-                        reactions.append(row(Data(message.id.bytes), Data(person.bytes), Int(reaction.rawValue)))
-                    }
-                case .system(let event):
-                    timeline.append(
-                        row(
-                            Data(event.id.bytes), key, Int64(event.position.lamport), Data(event.author.bytes), true,
-                            nil, describe(event, name: name), nil, 0, false, false,
-                            min(event.displayedAtMillis, max(arrived, 0)), arrived))
-                }
+                timeline.append(lineRow(item, key: key, arrived: arrived, name: name))
+                guard case .message(let message) = item else { continue }
+                if let file = Self.fileRow(message, key: key) { files.append(file) }
+                if let document = Self.document(of: message, arrived: arrived) { documents.append(document) }
+                reactions += Self.reactionRows(of: message.id, in: state)
             }
+            (unread, preview) = listSummary(of: state, kind: kind, name: name)
         }
         let digest = Data(state.digest())
         let (changes, held) = try store.writeDerived { db -> (TimelineChanges, SearchIndex.Held?) in

@@ -103,35 +103,37 @@ enum SearchIndex {
     typealias Held = [Data: (rowid: Int64, text: String)]
 
     /// Makes the conversation's documents exactly `documents`: unchanged ones stay, edited ones are replaced,
-    /// deleted, retracted or vanished ones are removed (the triggers keep the FTS5 index in step). `held` is what
-    /// the index holds for the conversation if the caller knows it (read from the table otherwise). Returns what it
-    /// holds afterwards.
+    /// deleted, retracted or vanished ones are removed (the triggers keep the FTS5 index in step). Returns what the
+    /// index holds for the conversation afterwards.
     @discardableResult
-    static func update(conversation: Data, to documents: [Document], held: Held? = nil, in db: Database) throws -> Held {
-        var stale = held ?? Held()
-        if held == nil {
-            let rows = try Row.fetchCursor(
-                db, sql: "SELECT rowid, message, text FROM search_document WHERE conversation = ?",
-                arguments: [conversation])
-            while let row = try rows.next() { stale[row[1]] = (row[0], row[2]) }
+    static func update(conversation: Data, to documents: [Document], in db: Database) throws -> Held {
+        var held = Held()
+        let rows = try Row.fetchCursor(
+            db, sql: "SELECT rowid, message, text FROM search_document WHERE conversation = ?",
+            arguments: [conversation])
+        while let row = try rows.next() { held[row[1]] = (row[0], row[2]) }
+        let wanted = Set(documents.map(\.message))
+        for message in held.keys where !wanted.contains(message) {
+            try set(message, to: nil, conversation: conversation, held: &held, in: db)
         }
-        var kept = Held(minimumCapacity: documents.count)
-        var fresh = [Document]()
         for document in documents {
-            if let held = stale[document.message], held.text == document.text {
-                kept[document.message] = held
-            } else {
-                fresh.append(document)
-            }
+            try set(document.message, to: document, conversation: conversation, held: &held, in: db)
         }
-        // Held documents not kept as they are (gone, or their text changed) go.
-        for (message, held) in stale where kept[message] == nil {
-            try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [held.rowid])
+        return held
+    }
+
+    /// Makes one message's document `document` (nil: none), given what the index holds for its conversation
+    /// (`held`, kept up to date): an unchanged text stays, a changed one is replaced.
+    static func set(
+        _ message: Data, to document: Document?, conversation: Data, held: inout Held, in db: Database
+    ) throws {
+        let current = held[message]
+        if let current, current.text == document?.text { return }
+        if let current {
+            try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [current.rowid])
+            held[message] = nil
         }
-        for document in fresh {
-            kept[document.message] = (try insert(document, conversation: conversation, in: db), document.text)
-        }
-        return kept
+        if let document { held[message] = (try insert(document, conversation: conversation, in: db), document.text) }
     }
 
     /// The FTS5 expression for what a person typed: every whitespace-separated word becomes a quoted phrase (so
