@@ -62,11 +62,26 @@ extension NodeCore {
         for record in stored where !record.isForkEvidence && record.conversation != .profileFeed(of: record.author) {
             bytes[record.conversation, default: 0] += record.bytes.count
         }
-        guard !bytes.isEmpty, let relay = try? store.possiblyRelayOnly(Set(bytes.keys), member: identity.author)
-        else { return [] }
-        for conversation in relay.sorted() { relayTally.add(conversation, bytes: bytes[conversation]!) }
-        guard relayTally.exceeds(relayQuota) else { return [] }
+        guard !bytes.isEmpty else { return [] }
+        if var tally = relayTally {
+            guard let relay = try? store.possiblyRelayOnly(Set(bytes.keys), member: identity.author) else { return [] }
+            for conversation in relay.sorted() { tally.add(conversation, bytes: bytes[conversation]!) }
+            relayTally = tally
+        } else {
+            // The first records stored since the core started: measured here (what was just stored included), not
+            // at start-up, so a node that only reads pays nothing for it.
+            relayTally = measuredRelayTally(remaining: (try? store.relayUsage(member: identity.author)) ?? [])
+        }
+        guard relayTally!.exceeds(relayQuota) else { return [] }
         return refreshPending() + enforceRelayQuota(now: now)
+    }
+
+    /// A tally from a measurement of the relay-only conversations, plus those still pending (which the measurement
+    /// leaves out: their membership is not derived yet) with their bytes.
+    func measuredRelayTally(remaining: [RelayUsage]) -> RelayTally {
+        var tally = RelayTally()
+        tally.measured(remaining, pending: (try? store.pendingRelayBytes(member: identity.author)) ?? [:])
+        return tally
     }
 
     /// Evicts relay-only conversations beyond the relay quota: those no connected peer writes in first, least
@@ -82,9 +97,7 @@ extension NodeCore {
                 relayQuota, member: identity.author, neighbours: Set(connectedPeers.keys), nowMillis: nowMillis,
                 rememberedMax: quotas.evictionsRememberedMax)
         else { return [] }
-        // Conversations still pending were left out of the measurement: the tally keeps them in.
-        let pending = (try? store.pendingRelayBytes(member: identity.author)) ?? [:]
-        relayTally.measured(enforcement.remaining, pending: pending)
+        relayTally = measuredRelayTally(remaining: enforcement.remaining)
         let victims = enforcement.evicted
         guard !victims.isEmpty else { return [] }
         for conversation in victims {

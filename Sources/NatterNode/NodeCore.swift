@@ -138,8 +138,9 @@ public final class NodeCore {
     var evicted: [ConversationID: Int64] = [:]
     /// When the relay quota is next checked (nil: nothing stored since the last check).
     var relayCheckAt: Duration?
-    /// Relay-only usage as last measured plus what was stored since: passing the quota checks it at once.
-    var relayTally = RelayTally()
+    /// Relay-only usage as last measured plus what was stored since: passing the quota checks it at once. Nil until
+    /// the first records are stored.
+    var relayTally: RelayTally?
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
 
@@ -183,9 +184,6 @@ public final class NodeCore {
         evicted =
             (try? store.evictedConversations(
                 sinceMillis: configuration.clockOriginMillis - Self.millis(configuration.quotas.evictionMemory))) ?? [:]
-        relayTally.measured(
-            (try? store.relayUsage(member: identity.author)) ?? [],
-            pending: (try? store.pendingRelayBytes(member: identity.author)) ?? [:])
     }
 
     /// Peers with an established link, and the link.

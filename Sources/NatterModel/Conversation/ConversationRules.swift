@@ -219,8 +219,6 @@ struct Derivation: Sendable {
     private var order: [EntryPosition] = []
     /// Each timeline item's index in `order` (and in `state.timeline`).
     private var orderIndex: [RecordID: Int] = [:]
-    /// Items already in the timeline that this batch changed (an edit, a delete): rewritten in place.
-    private var changedItems: Set<RecordID> = []
     /// Every line this derivation created or changed, in order, with repeats: new items, edits and deletions,
     /// reaction changes (by message) and retracted messages. A reader that remembers how far it read learns what
     /// changed since (`ConversationEngine.changes(since:)`). As long as `processed`.
@@ -262,6 +260,7 @@ struct Derivation: Sendable {
         processed += batch
         computeDisplayTimes(batch)
         let before = state.items.count
+        let touchedBefore = touched.count
         for entry in batch {
             switch entry.body {
             case .control(let operation, let opening):
@@ -290,12 +289,12 @@ struct Derivation: Sendable {
             for (offset, position) in added.enumerated() { orderIndex[position.id] = order.count + offset }
             order += added
         }
-        // The timeline follows `order`: items this batch changed are rewritten in place, new ones appended (a batch
-        // comes after everything processed, so its items sort last) — not the whole timeline copied per batch.
-        for id in changedItems {
+        // The timeline follows `order`: items this batch changed (the log's new entries that name an item already
+        // there) are rewritten in place, new ones appended (a batch comes after everything processed, so its items
+        // sort last) — not the whole timeline copied per batch.
+        for id in Set(touched[touchedBefore...]) {
             if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
         }
-        changedItems = []
         state.timeline += added.map { state.items[$0.id]! }
         assert(state.timeline.count == order.count, "the timeline mirrors the order")
     }
@@ -580,7 +579,6 @@ struct Derivation: Sendable {
         guard case .message(var message) = state.items[id] else { return }
         change(&message)
         state.items[id] = .message(message)
-        changedItems.insert(id)
         touched.append(id)
     }
 
