@@ -120,6 +120,7 @@ public actor Node: Service {
         configuration.quotas = quotas
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
+        configuration.ingestDurability = .deferred  // `perform` syncs before a turn's sends
         core = NodeCore(
             store: store, identity: identity, networkKey: networkKey, configuration: configuration,
             random: SecureRandomGenerator())
@@ -312,6 +313,7 @@ public actor Node: Service {
         guard !isShutDown else { return }
         isShutDown = true
         await discovery?.shutdown()
+        try? core.store.syncDeferred()
         for action in core.closeAllLinks() {
             switch action {
             case .send(let link, let goodbye): await transport.sendAndClose(ConnectionID(raw: link.raw), goodbye)
@@ -511,23 +513,19 @@ public actor Node: Service {
         eventObserver = observer
     }
 
+    /// Carries out a turn's actions: its events first (a received message shows as soon as it is committed), then
+    /// the turn's ingests are made durable (`syncDeferred`: the core commits them unsynced), then its sends and
+    /// closes in order. So no byte leaves this node — a credit, a receipt, a relayed record — while a record it
+    /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk.
     private func perform(_ actions: [NodeAction]) {
         if let sleeper, let deadline = core.nextDeadline(), deadline < sleeper.until { sleeper.task.cancel() }
-        for action in actions {
-            if Self.tracing {
-                switch action {
-                case .send(let link, let bytes): Self.trace("send \(link) \(bytes.count) bytes")
-                case .close(let link): Self.trace("close \(link)")
-                case .event(let event): Self.trace("event \(String(describing: event).prefix(60))")
-                }
-            }
-            switch action {
-            case .send(let link, let bytes): transport.send(ConnectionID(raw: link.raw), bytes)
-            case .close(let link): transport.close(ConnectionID(raw: link.raw))
-            case .event(.misbehaved(let link, let misbehaviour)):
+        for case .event(let event) in actions {
+            if Self.tracing { Self.trace("event \(String(describing: event).prefix(60))") }
+            switch event {
+            case .misbehaved(let link, let misbehaviour):
                 penalise(link, misbehaviour)
                 continuation.yield(.misbehaved(link, misbehaviour))
-            case .event(let event):
+            default:
                 if case .peerUp(let peer, let link) = event {
                     linkedPeers[ConnectionID(raw: link.raw)] = peer
                     transport.markEstablished(ConnectionID(raw: link.raw))
@@ -536,5 +534,48 @@ public actor Node: Service {
                 continuation.yield(event)
             }
         }
+        guard syncStore() else { return }
+        for action in actions {
+            switch action {
+            case .send(let link, let bytes):
+                if Self.tracing { Self.trace("send \(link) \(bytes.count) bytes") }
+                transport.send(ConnectionID(raw: link.raw), bytes)
+            case .close(let link):
+                if Self.tracing { Self.trace("close \(link)") }
+                transport.close(ConnectionID(raw: link.raw))
+            case .event:
+                break
+            }
+        }
+    }
+
+    /// Makes the store's deferred commits durable; false (after closing every link and saying why) when the disk
+    /// refuses: sending then could acknowledge records a power cut would take back.
+    private func syncStore() -> Bool {
+        guard core.store.hasDeferredCommits else { return true }
+        do {
+            try core.store.syncDeferred()
+            syncObserver?(clock.now)
+            return true
+        } catch {
+            report("store: cannot make received records durable (\(error)); closing every link")
+            for action in core.closeAllLinks() {
+                switch action {
+                case .send: break
+                case .close(let link): transport.close(ConnectionID(raw: link.raw))
+                case .event(let event): continuation.yield(event)
+                }
+            }
+            return false
+        }
+    }
+
+    /// Called on the actor when the store's deferred commits reached the disk, and when (benchmarks: a received
+    /// record is durable from then on). Must not block.
+    private var syncObserver: (@Sendable (ContinuousClock.Instant) -> Void)?
+
+    /// Sets the observer of deferred commits becoming durable (`syncObserver`); nil removes it.
+    public func observeSyncs(_ observer: (@Sendable (ContinuousClock.Instant) -> Void)?) {
+        syncObserver = observer
     }
 }

@@ -83,6 +83,11 @@ public struct NodeConfiguration: Sendable {
     public var syncPushInterval: Duration = NatterSync.Limits.syncPushInterval
     /// Ingest quotas per link and author, and relay quotas (SPEC F16): `QuotaConfiguration`'s defaults.
     public var quotas = QuotaConfiguration()
+    /// How the core's ingests of received records commit (`RecordStore.IngestDurability`). `.synced` (the default)
+    /// fsyncs each one. `.deferred` commits without the fsync, so a record shows (`applied`) a disk flush sooner;
+    /// a driver that sets it must call `RecordStore.syncDeferred` before it sends anything (`Node` does, before
+    /// every turn's sends), so nothing acknowledges a record a power cut could still take (DESIGN §6).
+    public var ingestDurability: RecordStore.IngestDurability = .synced
 
     public init() {}
 }
@@ -529,7 +534,7 @@ public final class NodeCore {
         let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
         let storeReport: IngestReport
         do {
-            storeReport = try store.ingest(admitted, receivedAtMillis: wallClockMillis(now))
+            storeReport = try store.ingest(admitted, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
         } catch {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
@@ -653,7 +658,8 @@ public final class NodeCore {
                 guard let bytes = causalBuffer[feed]?[next] else { continue }
                 causalBuffer[feed]![next] = nil
                 bufferedCount -= 1
-                if let report = try? store.ingest([bytes], receivedAtMillis: wallClockMillis(now)),
+                if let report = try? store.ingest(
+                    [bytes], receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability),
                     case .stored = report.outcomes[0],
                     let record = try? Record.decode(bytes)
                 {

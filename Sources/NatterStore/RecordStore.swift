@@ -1,5 +1,6 @@
 import Foundation
 public import GRDB
+import Synchronization
 public import NatterCrypto
 public import NatterModel
 
@@ -18,6 +19,8 @@ public final class RecordStore: Sendable {
     /// The database (a pool on disk, a queue in memory for the lab and tests).
     public let writer: any DatabaseWriter
     private let lock: DataDirectoryLock?
+    /// Whether a `.deferred` ingest committed since the last `syncDeferred` (set and cleared on the writer's queue).
+    private let deferredCommits = Mutex(false)
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
@@ -68,6 +71,12 @@ public final class RecordStore: Sendable {
     /// and one lost to a power cut leaves its conversation marked dirty (that mark goes in the same transaction), so
     /// the next refresh writes it again.
     public func writeDerived<T>(_ updates: (Database) throws -> T) throws -> T {
+        try writeUnsynced(updates, deferred: false)
+    }
+
+    /// One write transaction committed with `synchronous=NORMAL`; a `deferred` one is remembered for
+    /// `syncDeferred`.
+    private func writeUnsynced<T>(_ updates: (Database) throws -> T, deferred: Bool) throws -> T {
         try writer.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
@@ -76,7 +85,36 @@ public final class RecordStore: Sendable {
                 result = try updates(db)
                 return .commit
             }
+            if deferred { deferredCommits.withLock { $0 = true } }
             return result!
+        }
+    }
+
+    /// How an ingest commits. Received records exist elsewhere (their author holds them durably), so a node may
+    /// show them before they reach the disk, as long as it acknowledges nothing about them before `syncDeferred`.
+    public enum IngestDurability: Sendable {
+        /// Fsynced before `ingest` returns (`synchronous=FULL`).
+        case synced
+        /// Committed (visible to every reader, safe from a crash of the process) but not fsynced
+        /// (`synchronous=NORMAL`): a power cut before the next `syncDeferred` (or any fsynced commit) may take it
+        /// back, whole transactions from the newest, never leaving a gap or a torn record.
+        case deferred
+    }
+
+    /// Whether a `.deferred` ingest committed since the last `syncDeferred`.
+    public var hasDeferredCommits: Bool { deferredCommits.withLock { $0 } }
+
+    /// Makes every commit so far durable: rewrites `durability_mark` with `synchronous=FULL`, whose fsync of the WAL
+    /// covers every earlier commit. No I/O when no deferred commit is waiting.
+    public func syncDeferred() throws(StoreError) {
+        do {
+            try writer.writeWithoutTransaction { db in
+                guard deferredCommits.withLock({ $0 }) else { return }
+                try db.execute(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
+                deferredCommits.withLock { $0 = false }
+            }
+        } catch {
+            throw .database("\(error)")
         }
     }
 
@@ -119,7 +157,9 @@ public final class RecordStore: Sendable {
     /// applies the chain checks and inserts to the chunks already checked, inside the transaction; the applied-prefix
     /// update follows. Results are consumed in input order, so the outcome is the same as checking one record after
     /// the other. The same record delivered any number of times is stored once.
-    public func ingest(_ batch: [[UInt8]], receivedAtMillis: Int64) throws(StoreError) -> IngestReport {
+    public func ingest(
+        _ batch: [[UInt8]], receivedAtMillis: Int64, durability: IngestDurability = .synced
+    ) throws(StoreError) -> IngestReport {
         // A record whose id is stored already is a byte-for-byte copy of one verified before (the id hashes the
         // whole encoding): it is a duplicate without decoding or checking its signature again. Gossip delivers
         // most records more than once, so this skips most signature checks on a busy group.
@@ -145,7 +185,7 @@ public final class RecordStore: Sendable {
             ? ParallelVerification(fresh, workerCount: ProcessInfo.processInfo.activeProcessorCount) : nil
         let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
         do {
-            result = try writer.write { db in
+            let write = { (db: Database) in
                 var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
                 var outcomes = [IngestOutcome]()
                 outcomes.reserveCapacity(fresh.count)
@@ -165,6 +205,7 @@ public final class RecordStore: Sendable {
                 let (applied, rebuilt) = try session.finish()
                 return (outcomes, applied, rebuilt)
             }
+            result = try durability == .synced ? writer.write(write) : writeUnsynced(write, deferred: true)
         } catch {
             throw .database("\(error)")
         }

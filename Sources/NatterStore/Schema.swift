@@ -231,6 +231,13 @@ enum Schema {
             // rows (the frontier) stay; their records keep id and header columns, with empty bytes.
             try db.execute(sql: "ALTER TABLE feed ADD COLUMN junk INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v8-durability-mark") { db in
+            // One row that `RecordStore.syncDeferred` rewrites with synchronous=FULL: its fsync of the WAL makes
+            // every earlier commit durable (WAL keeps commits in order); SQLite has no other call that syncs the WAL.
+            try db.execute(
+                sql: "CREATE TABLE durability_mark (id INTEGER PRIMARY KEY CHECK (id = 1), syncs INTEGER NOT NULL)")
+            try db.execute(sql: "INSERT INTO durability_mark (id, syncs) VALUES (1, 0)")
+        }
         return migrator
     }
 }

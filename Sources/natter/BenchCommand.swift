@@ -53,6 +53,19 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Milliseconds between one message's arrival and the next send, for --send-latency.")
     var pauseMs: Int = 20
 
+    @Flag(
+        help: """
+            Run --send-latency's two nodes in this one process instead of two processes pinned to their own CPUs \
+            (co-located: each node's work after a send competes with the other's).
+            """)
+    var inProcess = false
+
+    @Flag(help: .hidden)
+    var latencyPeer = false
+
+    @Option(help: .hidden)
+    var peerDirectory: String?
+
     func validate() throws {
         guard records >= 1, verifications >= 1, rounds >= 1, conversations >= 1, messages >= conversations,
             (1...Limits.dependenciesMax).contains(authors), batch >= 1, probes >= 1, pauseMs >= 0
@@ -70,6 +83,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if search {
             try runSearch()
+            return
+        }
+        if latencyPeer, let peerDirectory {
+            try await LatencyPeer.runReceiver(in: peerDirectory)
             return
         }
         if sendLatency {
@@ -143,7 +160,9 @@ struct BenchCommand: AsyncParsableCommand {
 
     private func runSendLatency() async throws {
         let result = try await withScratchDirectory { directory in
-            try await NetworkBench.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
+            inProcess
+                ? try await NetworkBench.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
+                : try await LatencyPeer.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
         }
         func quantiles(_ values: [Double]) -> String {
             let sorted = values.sorted()
@@ -153,18 +172,23 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if json {
             let sorted = result.millis.sorted()
+            let durable = result.durableMillis.sorted()
             let append = result.appendMillis.sorted()
             print(
                 String(
-                    format: "{\"messages\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"append_p50_ms\": %.3f}",
+                    format: "{\"messages\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"durable_p50_ms\": %.3f, "
+                        + "\"durable_p99_ms\": %.3f, \"append_p50_ms\": %.3f}",
                     probes, sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
+                    durable[durable.count / 2], durable[min(durable.count - 1, durable.count * 99 / 100)],
                     append[append.count / 2]))
             return
         }
         print(
             "natter bench --send-latency: \(probes) messages one at a time (\(pauseMs) ms apart), two nodes over "
-                + "loopback TCP")
+                + "loopback TCP, "
+                + (inProcess ? "in one process" : "in two processes pinned to CPUs 0 and 1 (as on two machines)"))
         print("send → stored on the other node   " + quantiles(result.millis))
+        print("send → durable on the other node  " + quantiles(result.durableMillis))
         print("of which appendOwn (fsync) alone  " + quantiles(result.appendMillis))
     }
 

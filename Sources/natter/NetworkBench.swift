@@ -4,6 +4,7 @@ import NatterModel
 import NatterNetwork
 import NatterNode
 import NatterStore
+import Synchronization
 
 /// The network benchmarks of `natter bench` (docs/performance.md): two real nodes in one process, each with its
 /// own SQLite file on disk, linked over loopback TCP through the real transport, Noise channel and sync session.
@@ -51,8 +52,12 @@ enum NetworkBench {
     }
 
     struct LatencyResult {
-        /// Send on one node → stored (applied, reported) on the other, one message at a time, in milliseconds.
+        /// Send on one node → stored (committed, applied, reported) on the other, one message at a time, in
+        /// milliseconds.
         let millis: [Double]
+        /// Send → durable on the other node: its store synced the commit (`Node.observeSyncs`), which it does
+        /// before it sends anything in the same turn.
+        let durableMillis: [Double]
         /// `appendOwn` alone (sign, seal, one committed and fsynced transaction) on the sending node.
         let appendMillis: [Double]
     }
@@ -77,6 +82,8 @@ enum NetworkBench {
                 for id in ids { arrivalsContinuation.yield(Arrival(id: id, at: at)) }
             }
         }
+        let syncs = Mutex<[ContinuousClock.Instant]>([])
+        await receiverNode.observeSyncs { at in syncs.withLock { $0.append(at) } }
         defer { arrivalsContinuation.finish() }
         return try await running([senderNode, receiverNode]) {
             var arrived = arrivals.makeAsyncIterator()
@@ -94,6 +101,7 @@ enum NetworkBench {
             await senderNode.publish(founding)
             try await waitFor(Set(founding.map(\.id)), in: &arrived)
             var millis = [Double]()
+            var durableMillis = [Double]()
             var appendMillis = [Double]()
             for number in 0..<messages {
                 let start = clock.now
@@ -102,11 +110,18 @@ enum NetworkBench {
                 await senderNode.publish([record])
                 let arrival = try await waitFor([record.id], in: &arrived)
                 millis.append(seconds(arrival - start) * 1_000)
+                // The receiver syncs in the turn that stored it, before that turn's sends.
+                let waitStart = clock.now
+                while syncs.withLock({ $0.last.map { $0 < arrival } ?? true }) {
+                    guard clock.now - waitStart < waitLimit else { throw BenchError("the receiver never synced") }
+                    try await Task.sleep(for: .microseconds(200))
+                }
+                durableMillis.append(seconds(syncs.withLock { $0.first { $0 >= arrival }! } - start) * 1_000)
                 // Chat pace rather than a flood: the nodes finish rewriting their conversation tables (which
                 // follows delivery, off the measured path) before the next message.
                 try await Task.sleep(for: pause)
             }
-            return LatencyResult(millis: millis, appendMillis: appendMillis)
+            return LatencyResult(millis: millis, durableMillis: durableMillis, appendMillis: appendMillis)
         }
     }
 
@@ -136,7 +151,7 @@ enum NetworkBench {
     /// per-link or per-author rate holds a catch-up back (by default a link brings 2,000 new records a second after
     /// a burst of 20,000), and the fresh node — not a member of the benchmark conversation, so a relay for it — may
     /// hold all of it (by default 64 MiB, less than 100,000 records).
-    private static var benchQuotas: QuotaConfiguration {
+    static var benchQuotas: QuotaConfiguration {
         var quotas = QuotaConfiguration()
         quotas.peerRecordsPerSecond = 1e9
         quotas.peerRecordsBurst = 1 << 40

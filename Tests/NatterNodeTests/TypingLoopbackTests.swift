@@ -57,16 +57,20 @@ final class RecordedNode: Sendable {
     }
 
     /// The whole database as SQL text (`sqlite3 .dump`): equal dumps mean nothing was written.
-    func dump() throws -> String {
+    func dump() throws -> String { try sqlite3(".dump") }
+
+    /// What the `sqlite3` tool (another process, as an operator would use it) prints for `command` on this node's
+    /// database.
+    func sqlite3(_ command: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = ["\(path)/natter.sqlite", ".dump"]
+        process.arguments = ["\(path)/natter.sqlite", command]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ProcessFailure("sqlite3 .dump failed for \(path)") }
+        guard process.terminationStatus == 0 else { throw ProcessFailure("sqlite3 \(command) failed for \(path)") }
         return String(decoding: data, as: UTF8.self)
     }
 

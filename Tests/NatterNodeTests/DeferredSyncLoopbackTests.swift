@@ -1,0 +1,69 @@
+// Goal: a running node commits received records without waiting for the disk (`IngestDurability.deferred`), shows
+// them at once, and makes them durable before anything leaves it in the same turn (DESIGN §6: no acknowledgement
+// precedes durability). Method: two `Node` actors over loopback TCP with SQLite files (Bob dials Alice); Alice
+// sends a run of direct messages; Bob's applied events and store syncs are timed on his actor (`observeEvents`,
+// `observeSyncs`), and his database is read back with the `sqlite3` tool. The store-level guarantee (a sync
+// covers every earlier commit, a cut takes back only unsynced ones) is PowerCutTests' deferred scenario.
+import Foundation
+import NatterModel
+import NatterNode
+import NatterStore
+import NatterTestSupport
+import Synchronization
+import Testing
+
+@testable import natter
+
+@Suite("Deferred ingest durability on real nodes")
+struct DeferredSyncLoopbackTests {
+    @Test("received records are synced in the turn that stored them, and the writer stays synchronous=FULL")
+    func receivedRecordsAreSyncedEachTurn() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-sync-\(UUID().uuidString)")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let alice = try await RecordedNode(root: root, name: "Alice", peers: [])
+        let bob = try await RecordedNode(root: root, name: "Bob", peers: [alice.node.port])
+        defer { Task { for node in [alice, bob] { await node.stop() } } }
+        let applied = Mutex<[(at: ContinuousClock.Instant, ids: [RecordID])]>([])
+        let syncs = Mutex<[ContinuousClock.Instant]>([])
+        await bob.node.observeEvents { event, at in
+            if case .applied(let ids) = event { applied.withLock { $0.append((at, ids)) } }
+        }
+        await bob.node.observeSyncs { at in syncs.withLock { $0.append(at) } }
+        let bobID = await bob.author
+        let service = await alice.node.conversations
+        #expect(try await eventually(seconds: 30) { try service.profile(of: bobID) != nil })
+        let bobStore = await bob.node.conversations.store
+        let marksBefore = try durabilityMarks(bob)
+
+        var sent = [RecordID]()
+        for index in 0..<10 {
+            let record = try service.sendDirect("durable \(index)", to: bobID, now: nowMillis())
+            await alice.node.publish([record])
+            sent.append(record.id)
+            #expect(
+                try await eventually(seconds: 20) {
+                    applied.withLock { $0.contains { $0.ids.contains(record.id) } }
+                })
+            try await Task.sleep(for: .milliseconds(30))
+        }
+        // Every message Bob applied was followed by a sync of his store, and none waits for one now.
+        let appliedAt = applied.withLock { list in sent.map { id in list.first { $0.ids.contains(id) }!.at } }
+        let syncTimes = syncs.withLock { $0 }
+        for (index, at) in appliedAt.enumerated() {
+            #expect(syncTimes.contains { $0 >= at }, "message \(index) was applied but never synced")
+        }
+        #expect(!bobStore.hasDeferredCommits)
+        // The deferred path was taken (the durability mark moved once per sync), and the pragma was restored.
+        let marksAfter = try durabilityMarks(bob)
+        #expect(marksAfter - marksBefore >= 10, "marks \(marksBefore) → \(marksAfter)")
+        #expect(try bobStore.synchronousMode() == 2)
+    }
+
+    /// The durability mark's count of syncs, read by the `sqlite3` tool.
+    func durabilityMarks(_ node: RecordedNode) throws -> Int {
+        let text = try node.sqlite3("SELECT syncs FROM durability_mark").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let count = Int(text) else { throw ProcessFailure("durability_mark in \(node.path) reads \(text)") }
+        return count
+    }
+}
