@@ -156,9 +156,6 @@ enum LatencyPeer {
         }
         let receiverAuthor = try await report("author") { $0.author }
         let port = try await report("port") { $0.port }
-        // A node that has been running, not one still starting: a link's push interval follows its handshake's
-        // duration, and a handshake with a process still busy starting up takes hundreds of milliseconds.
-        try await Task.sleep(for: .seconds(1))
 
         try FileManager.default.createDirectory(atPath: directory + "/sender", withIntermediateDirectories: true)
         let identity = LocalIdentity.generate()

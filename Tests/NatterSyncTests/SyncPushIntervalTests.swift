@@ -64,6 +64,39 @@ struct SyncPushIntervalTests {
         #expect(Limits.syncPushInterval(upTo: cap, handshake: .milliseconds(300)) == cap)
     }
 
+    @Test("credits that come back quickly lower an interval a slow handshake set; slow ones leave it")
+    func roundTripsLowerTheInterval() {
+        var (pair, base) = Self.pair()
+        var written = base
+        /// One live record from A, sent when its hold ends; its batch then spends `flight` before B sees it.
+        func sendOne(flight: Duration) {
+            let record = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 1, after: written)
+            written += record
+            pair.author(record, on: .a)
+            pair.run()
+            pair.tick(at: pair.now + Self.interval)
+            pair.tick(at: pair.now + flight)
+            pair.run()
+        }
+        // B returns credit after four batches (`syncCreditReturnBatches`); 200 ms in flight is a round trip that
+        // justifies the 50 ms interval, so it stays.
+        for _ in 0..<Limits.syncCreditReturnBatches { sendOne(flight: .milliseconds(200)) }
+        #expect(pair.stats[.b]!.count(.credit) == 1)
+        #expect(pair.a.session.pushInterval == Self.interval)
+        // The same link answering within microseconds: a LAN whose handshake was slow. The interval falls to zero...
+        for _ in 0..<Limits.syncCreditReturnBatches { sendOne(flight: .zero) }
+        #expect(pair.stats[.b]!.count(.credit) == 2)
+        #expect(pair.a.session.pushInterval == .zero)
+        // ...so the next live record goes at once instead of waiting 50 ms.
+        let sent = pair.stats[.a]!.count(.records)
+        let next = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 1, after: written)
+        pair.author(next, on: .a)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.records) == sent + 1)
+        #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
+        #expect(pair.violations.isEmpty)
+    }
+
     @Test("records a REQUEST asks for go at once, without gathering")
     func requestsGoAtOnce() {
         var (pair, base) = Self.pair()

@@ -142,9 +142,15 @@ public struct SyncSession<Source: RecordSource> {
     static var readChunkRecords: Int { 32 }
 
     /// Longest a live push waits for others to share its RECORDS, and least time between RECORDS after one that
-    /// was not full. The node passes `Limits.syncPushInterval` (`NodeConfiguration.syncPushInterval`); `.zero`, the
-    /// default here, sends every push at once.
-    public let pushInterval: Duration
+    /// was not full. The node passes its estimate from the handshake's duration (`Limits.syncPushInterval(upTo:
+    /// handshake:)`); `.zero`, the default here, sends every push at once. It only comes down from there: each
+    /// CREDIT times a round trip (`roundTripObserved`), which a handshake with a busy peer overstates.
+    public private(set) var pushInterval: Duration
+
+    /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
+    /// batches in the order they were sent, so the newest batch it returns times a round trip plus the receiver's
+    /// work on that batch.
+    private var batchesSentAt: [Duration] = []
 
     /// A session over `source`; call `start` once the link is established.
     public init(source: Source, pushInterval: Duration = .zero) {
@@ -386,6 +392,7 @@ public struct SyncSession<Source: RecordSource> {
 
     private func checkInvariants() {
         assert((0...Limits.syncWindowBatches).contains(sendCredit), "credit within the window")
+        assert(batchesSentAt.count == Limits.syncWindowBatches - sendCredit, "one send time per outstanding batch")
         assert((0...Limits.syncWindowBatches).contains(batchesHeld), "held batches within the window")
         assert(pendingDeliveries.count + creditToReturn <= batchesHeld, "every held batch is pending or due")
         assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
@@ -442,6 +449,20 @@ public struct SyncSession<Source: RecordSource> {
             throw .unexpected("credit of \(batches) batches beyond the window")
         }
         sendCredit += batches
+        guard batches > 0 else { return }
+        roundTripObserved(now - batchesSentAt[batches - 1])
+        batchesSentAt.removeFirst(batches)
+    }
+
+    /// A batch went out and came back credited in `elapsed`: at least one round trip, however busy either side was
+    /// during the handshake. The push interval becomes what this round trip gives if that is less (the same rule
+    /// as for the handshake's duration, which is longer than a round trip), and never grows back.
+    private mutating func roundTripObserved(_ elapsed: Duration) {
+        let lowered = Limits.syncPushInterval(upTo: pushInterval, handshake: elapsed)
+        guard lowered < pushInterval else { return }
+        // The wait after the last batch was set with the old interval: it ends the new interval after that batch.
+        recordsHeldUntil = recordsHeldUntil.map { $0 - (pushInterval - lowered) }
+        pushInterval = lowered
     }
 
     // MARK: Summaries
@@ -721,6 +742,7 @@ public struct SyncSession<Source: RecordSource> {
             let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
             recordsHeldUntil = full ? nil : now + pushInterval
             sendCredit -= 1
+            batchesSentAt.append(now)
         }
     }
 
