@@ -18,8 +18,31 @@ struct SyncPushIntervalTests {
         pair.a.session = SyncSession(source: pair.a.log, pushInterval: interval)
         pair.b.session = SyncSession(source: pair.b.log, pushInterval: interval)
         pair.start()
+        // The initial exchange's messages spend 200 ms in flight: a round trip that justifies the interval (a DONE
+        // answering within microseconds would lower it to zero).
+        pair.tick(at: pair.now + .milliseconds(200))
         pair.run()
+        #expect(pair.a.session.pushInterval == interval && pair.b.session.pushInterval == interval)
         return (pair, base)
+    }
+
+    @Test("a DONE that answers the first summary quickly lowers the interval at the link's start")
+    func quickDoneLowersTheInterval() {
+        let base = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 3)
+        var pair = SyncPair(a: Fixture.log(base), b: Fixture.log(base))
+        pair.a.session = SyncSession(source: pair.a.log, pushInterval: Self.interval)
+        pair.b.session = SyncSession(source: pair.b.log, pushInterval: Self.interval)
+        pair.start()
+        pair.run()
+        #expect(pair.stats[.a]!.count(.done) == 1 && pair.stats[.b]!.count(.done) == 1)
+        #expect(pair.a.session.pushInterval == .zero && pair.b.session.pushInterval == .zero)
+        // A live record then goes at once.
+        let next = Fixture.feed(Self.alice, in: Fixture.conversation(7), count: 1, after: base)
+        pair.author(next, on: .a)
+        pair.run()
+        #expect(pair.stats[.a]!.count(.records) == 1)
+        #expect(LogContents(pair.a.log) == LogContents(pair.b.log))
+        #expect(pair.violations.isEmpty)
     }
 
     @Test("a live record waits at most the interval: the first is held until it is that old, later ones share its frame")

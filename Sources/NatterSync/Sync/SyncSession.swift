@@ -143,14 +143,18 @@ public struct SyncSession<Source: RecordSource> {
 
     /// Longest a live push waits for others to share its RECORDS, and least time between RECORDS after one that
     /// was not full. The node passes its estimate from the handshake's duration (`Limits.syncPushInterval(upTo:
-    /// handshake:)`); `.zero`, the default here, sends every push at once. It only comes down from there: each
-    /// CREDIT times a round trip (`roundTripObserved`), which a handshake with a busy peer overstates.
+    /// handshake:)`); `.zero`, the default here, sends every push at once. It only comes down from there: the
+    /// peer's DONE and each credit time a round trip (`roundTripObserved`), which a handshake with a busy peer
+    /// overstates.
     public private(set) var pushInterval: Duration
 
     /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
     /// batches in the order they were sent, so the newest batch it returns times a round trip plus the receiver's
     /// work on that batch.
     private var batchesSentAt: [Duration] = []
+    /// When `start` sent our first summary: the peer's DONE answers it (it needs our whole summary and heads), so
+    /// it times a round trip at the link's start, before any credit could.
+    private var startedAt = Duration.zero
 
     /// A session over `source`; call `start` once the link is established.
     public init(source: Source, pushInterval: Duration = .zero) {
@@ -166,6 +170,7 @@ public struct SyncSession<Source: RecordSource> {
         precondition(phase == .created, "a sync session starts once")
         phase = .running
         begin(now)
+        startedAt = now
         lastReceivedAt = now
         nextAntiEntropyAt = now + Limits.syncAntiEntropyInterval
         sendSummary()
@@ -431,6 +436,7 @@ public struct SyncSession<Source: RecordSource> {
         case .done:
             guard peerDoneAfterDeliveries == nil else { throw .unexpected("a second DONE") }
             peerDoneAfterDeliveries = deliveriesEmitted
+            roundTripObserved(now - startedAt)
         case .ping:
             break
         case .prune(let feeds):
@@ -454,8 +460,8 @@ public struct SyncSession<Source: RecordSource> {
         batchesSentAt.removeFirst(batches)
     }
 
-    /// A batch went out and came back credited in `elapsed`: at least one round trip, however busy either side was
-    /// during the handshake. The push interval becomes what this round trip gives if that is less (the same rule
+    /// A batch went out and came back credited (or our first summary was answered by DONE) in `elapsed`: at least
+    /// one round trip, however busy either side was during the handshake. The push interval becomes what this round trip gives if that is less (the same rule
     /// as for the handshake's duration, which is longer than a round trip), and never grows back.
     private mutating func roundTripObserved(_ elapsed: Duration) {
         let lowered = Limits.syncPushInterval(upTo: pushInterval, handshake: elapsed)
