@@ -62,6 +62,11 @@ struct FloodLoopbackTests {
 
     func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
 
+    /// The 95th percentile (nearest rank).
+    func p95(_ values: [Duration]) -> Duration {
+        values.sorted()[min(values.count - 1, Int((Double(values.count) * 0.95).rounded(.up)) - 1)]
+    }
+
     func fileBytes(_ node: RecordedNode) -> Int {
         ["natter.sqlite", "natter.sqlite-wal"].reduce(0) { total, name in
             let attributes = try? FileManager.default.attributesOfItem(atPath: "\(node.path)/\(name)")
@@ -188,8 +193,8 @@ struct FloodLoopbackTests {
             flood: \(flood.count) records written by the flooder in \(offeredSeconds) s (\(Int(offeredRate)) records/s, \
             paced at \(rate)/s); the relay took \(accepted) new records in \(floodSeconds) s \
             (\(Int(Double(accepted) / max(floodSeconds, 0.001))) records/s), refused the rest unchecked, evicted \(evicted) conversations
-            chat latency through the relay: normal median \(median(normal)), under flood median \(median(underFlood)) \
-            (max \(underFlood.max()!), \(underFlood.count) probes)
+            chat latency through the relay: normal median \(median(normal)) (max \(normal.max()!)), under flood median \
+            \(median(underFlood)), p95 \(p95(underFlood)), max \(underFlood.max()!) (\(underFlood.count) probes)
             relay-only bytes after the last check (Alice, Relay, Bob): \(after.map(\.bytes)) (quota \(quotas.relayBytesMax)); \
             peaks between checks \(peakBytes); conversations \(after.map(\.conversations)) (quota \(quotas.relayConversationsMax))
             database files (Alice, Relay, Bob, Flooder): \(sizes) bytes

@@ -88,18 +88,7 @@ struct QuotaCoreTests {
 
     @Test("a link over its quota is slowed, not cut: deliveries wait unverified, and everything arrives in the end")
     func floodSlowedNotDropped() throws {
-        var quotas = QuotaConfiguration()
-        quotas.peerRecordsPerSecond = 1_000
-        quotas.peerRecordsBurst = 1_000
-        quotas.relayConversationsMax = 10  // no eviction here
-        let net = PipeNetwork()
-        let flooder = try net.add("Flooder", seed: 41)
-        let victim = try net.add("Victim", seed: 42, quotas: quotas)
-        let conversation = floodConversation("slowed")
-        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 43)
-        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
-        net.connect(flooder, victim)
-        net.run()
+        let (net, flooder, victim, conversation, flood) = try heldFlood(seed: 41, "slowed")
         // At once: the burst, plus at most the one sync window that ran the bucket into debt.
         let first = try held(victim, conversation)
         #expect(first >= 1_000 && first <= 1_000 + 8 * 256, "\(first)")
@@ -185,4 +174,26 @@ struct QuotaOptionTests {
         #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-record-rate", "0"]) }
         #expect(throws: (any Error).self) { try RunCommand.parse(["--relay-mib", "-1"]) }
     }
+}
+
+/// A flooder whose store holds 6,000 records of 20 throwaway authors in one conversation, linked to a victim whose
+/// link quota is 1,000 records a second (burst 1,000, no eviction), and run until quiet (virtual time stands still):
+/// the victim holds the burst and the next window, the rest of the flood is held or unsent. Seeds `seed`, `seed + 1`
+/// and `seed + 2` make the flooder, the victim and the flood.
+func heldFlood(seed: UInt64, _ name: String) throws -> (
+    net: PipeNetwork, flooder: NodeCore, victim: NodeCore, conversation: ConversationID, flood: [Record]
+) {
+    var quotas = QuotaConfiguration()
+    quotas.peerRecordsPerSecond = 1_000
+    quotas.peerRecordsBurst = 1_000
+    quotas.relayConversationsMax = 10  // no eviction here
+    let net = PipeNetwork()
+    let flooder = try net.add("Flooder", seed: seed)
+    let victim = try net.add("Victim", seed: seed + 1, quotas: quotas)
+    let conversation = floodConversation(name)
+    let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: seed + 2)
+    _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+    net.connect(flooder, victim)
+    net.run()
+    return (net, flooder, victim, conversation, flood)
 }
