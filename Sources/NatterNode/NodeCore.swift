@@ -615,6 +615,7 @@ public final class NodeCore {
         let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
         stored += drained.stored
+        if lane == .priority, !stored.isEmpty { priorityStoredSinceRefresh = true }
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
         out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
@@ -852,12 +853,17 @@ public final class NodeCore {
     /// Whether records were stored since the conversation tables were last brought up to date.
     public var isRefreshPending: Bool { refreshAt != nil }
 
+    /// Whether a priority delivery (docs/protocol.md §3.7) stored records since the last refresh: a driver that lets
+    /// bulk turns' refreshes wait refreshes at once for these, so a neighbour's chat is not shown late.
+    public private(set) var priorityStoredSinceRefresh = false
+
     /// Brings the conversation tables up to date now if records were stored since the last refresh, and reports
     /// what changed: the node actor after each turn (`conversationRefreshDelay` nil), and for a reader (the REPL)
     /// about to query them, so what it reads is never behind what it was told.
     public func refreshPending() -> [NodeAction] {
         guard refreshAt != nil else { return [] }
         refreshAt = nil
+        priorityStoredSinceRefresh = false
         guard var changes = try? conversations.refreshChanged() else { return [] }
         // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed again.
         let reduced = changes.keys.sorted().filter { !((try? conversations.reduceJunk(in: $0)) ?? []).isEmpty }

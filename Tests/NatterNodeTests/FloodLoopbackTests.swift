@@ -11,6 +11,8 @@
 // flooding node would write them. What its links carry is then the protocol's business — the relay's credit and
 // ingest quotas. The full figure:
 //   NATTER_FLOOD_SECONDS=20 swift test --skip-build --filter FloodLoopbackTests
+// `NATTER_FLOOD_TURN` overrides `ingestRecordsPerTurnMax` (512) on the honest nodes, to measure how the length of a
+// flood's ingest turns shows in the chat's latency (docs/performance.md).
 import Foundation
 import NatterModel
 import NatterNode
@@ -30,6 +32,7 @@ struct FloodLoopbackTests {
         quotas.peerRecordsBurst = 4_000
         quotas.relayConversationsMax = 4
         quotas.relayBytesMax = 2 << 20
+        if let turn = ProcessInfo.processInfo.environment["NATTER_FLOOD_TURN"].flatMap(Int.init) { quotas.ingestRecordsPerTurnMax = turn }
         return quotas
     }
 
@@ -212,10 +215,15 @@ struct FloodLoopbackTests {
         #expect(
             offeredRate > quotas.peerRecordsPerSecond, "the flooder wrote \(Int(offeredRate)) records/s, asked \(rate)")
         #expect(accepted > 0, "the flood reached the relay")
-        // The chat: within twice its normal latency (plus 100 ms: wall-clock gates swing on a shared machine).
+        // The chat: within twice its normal latency (plus 50 ms: wall-clock gates swing on a shared machine), and no
+        // message held behind the flood for seconds: Alice's records take the priority lane on both links (she is the
+        // relay's neighbour). Before the lane the longest wait was 1.9–3.0 s; with it mostly 0.4–1.1 s on this kind
+        // of machine (once 1.9 s, once 3.1 s while another build ran), the rest being the nodes' ingest turns and
+        // evictions on cores they share (docs/performance.md): the bound catches a return of the head-of-line wait.
         #expect(
-            median(underFlood) <= median(normal) * 2 + .milliseconds(100),
+            median(underFlood) <= median(normal) * 2 + .milliseconds(50),
             "normal \(median(normal)), under flood \(median(underFlood))")
+        #expect(underFlood.max()! <= .seconds(3), "longest under flood \(underFlood.max()!)")
         #expect(try await bob.node.conversations.history(chat, limit: 1).last?.text == "flood \(index - 1)")
     }
 }
