@@ -128,6 +128,24 @@ struct SyncPriorityLaneTests {
         #expect(pair.violations == [])
     }
 
+    @Test("the push interval holds a priority record no longer than a live push on the bulk lane")
+    func pushInterval() {
+        var pair = SyncPair(a: InMemoryRecordSource(), b: InMemoryRecordSource())
+        pair.a.session = SyncSession(source: pair.a.log, pushInterval: .milliseconds(40))
+        pair.start()
+        pair.run()
+        pair.a.priorityAuthors = [Fixture.author(Self.alice)]
+        let queuedAt = pair.now
+        pair.author(Fixture.feed(Self.alice, in: Self.chat, count: 1), on: .a)
+        pair.author(Fixture.feed(Self.bob, in: Self.chat, count: 1), on: .a)
+        #expect(pair.b.inbox.isEmpty, "both wait for others to share their frames")
+        #expect(pair.a.session.nextDeadline() == queuedAt + .milliseconds(40))
+        pair.tick(at: queuedAt + .milliseconds(40))
+        #expect(Self.inbox(pair).count == 2)
+        #expect(Self.inbox(pair).first.map { if case .priorityRecords = $0 { true } else { false } } == true)
+        #expect(pair.stats[.a]!.count(.priorityRecords) == 1 && pair.stats[.a]!.count(.records) == 1)
+    }
+
     @Test("each lane's deliveries are reported `ingested` in their own order")
     func lanesReportedApart() {
         var session = SyncSession(source: InMemoryRecordSource())
