@@ -217,13 +217,12 @@ struct FloodLoopbackTests {
         #expect(accepted > 0, "the flood reached the relay")
         // The chat: within twice its normal latency (plus 50 ms: wall-clock gates swing on a shared machine), and no
         // message held behind the flood for seconds: Alice's records take the priority lane on both links (she is the
-        // relay's neighbour). Before the lane the longest wait was 1.9–3.0 s; with it mostly 0.4–1.1 s on this kind
-        // of machine (once 1.9 s, once 3.1 s while another build ran), the rest being the nodes' ingest turns and
-        // evictions on cores they share (docs/performance.md): the bound catches a return of the head-of-line wait.
+        // relay's neighbour). Without the lane the longest wait was 1.3–3.0 s; with it 0.4–1.1 s in eight runs on a
+        // loaded 2-core machine (docs/performance.md), the rest being the nodes' ingest turns on cores they share.
         #expect(
             median(underFlood) <= median(normal) * 2 + .milliseconds(50),
             "normal \(median(normal)), under flood \(median(underFlood))")
-        #expect(underFlood.max()! <= .seconds(3), "longest under flood \(underFlood.max()!)")
+        #expect(underFlood.max()! <= .milliseconds(1_500), "longest under flood \(underFlood.max()!)")
         #expect(try await bob.node.conversations.history(chat, limit: 1).last?.text == "flood \(index - 1)")
     }
 }

@@ -8,7 +8,9 @@ public import NatterModel
 /// per feed in sequence order, in bounded batches under the receiver's credit (RECORDS, CREDIT); after that it
 /// pushes what the local node stores, at most once per link. A DONE marks the end of the initial exchange, a PING
 /// keeps a quiet link alive, a REQUEST asks for a range the node found missing, and a fresh SUMMARY every
-/// `Limits.syncAntiEntropyInterval` repairs what live push missed. Byte layouts and rules: docs/protocol.md §3.
+/// `Limits.syncAntiEntropyInterval` repairs what live push missed. Live records of the authors the node names as
+/// priority travel in a second, small window (PRIORITY RECORDS, PRIORITY CREDIT: the priority lane, §3.7), so they
+/// pass a bulk window full of a flood. Byte layouts and rules: docs/protocol.md §3.
 ///
 /// One mutating method per input, each returning the actions to execute in order; time is an argument, the log is
 /// read through `RecordSource`, nothing else is consulted. The node must execute every `deliver` by ingesting the
@@ -504,7 +506,6 @@ public struct SyncSession<Source: RecordSource> {
             if lane == .bulk { yield &bulk } else { yield &priority }
         }
     }
-
 
     // MARK: Summaries
 
