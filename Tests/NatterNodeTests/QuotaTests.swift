@@ -56,6 +56,29 @@ struct IngestQuotaUnitTests {
         #expect(quotas.wait(link: other, authors: [bob], now: .zero) == nil)
     }
 
+    @Test("a link's priority lane has its own bucket; the authors' buckets are shared by both lanes")
+    func priorityBucket() {
+        var settings = configuration(author: 10, authorBurst: 10)
+        settings.peerPriorityRecordsPerSecond = 20
+        settings.peerPriorityRecordsBurst = 20
+        var quotas = IngestQuotas(configuration: settings)
+        // Bulk debt (the link's bucket run 150 below zero) does not hold the priority lane, nor the other way round.
+        quotas.charge(link: link, records: 250, byAuthor: [bob: 5], now: .zero)
+        #expect(quotas.wait(link: link, authors: [], now: .zero) == .milliseconds(1_510))
+        #expect(quotas.wait(link: link, lane: .priority, authors: [alice], now: .zero) == nil)
+        quotas.charge(link: link, lane: .priority, records: 30, byAuthor: [alice: 3], now: .zero)
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .zero) == .milliseconds(550))
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .milliseconds(550)) == nil)
+        #expect(quotas.wait(link: link, authors: [], now: .milliseconds(1_510)) == nil)
+        // An author in debt holds its records on either lane.
+        quotas.charge(link: other, lane: .priority, records: 10, byAuthor: [alice: 10], now: .zero)
+        #expect(quotas.wait(link: other, lane: .priority, authors: [alice], now: .zero) == .milliseconds(400))
+        #expect(quotas.wait(link: other, authors: [alice], now: .zero) == .milliseconds(400))
+        // A closed link's priority debt goes with it.
+        quotas.forget(link: link)
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .zero) == nil)
+    }
+
     @Test("author buckets stay bounded: refilled ones are forgotten first, then the least recently used")
     func authorsBounded() {
         var settings = configuration(author: 1, authorBurst: 1)
