@@ -10,6 +10,15 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// Records one link may bring at once before its rate applies: 20,000 by default, so a peer catching us up on
     /// a typical history is not slowed, while a flood is held to the rate within seconds.
     public var peerRecordsBurst: Int = 20_000
+    /// New records one link's priority lane brings per second (PRIORITY RECORDS, docs/protocol.md §3.7: live records
+    /// of the sender and its neighbours): 200 by default. Priority deliveries are neither charged to nor held by the
+    /// link's bucket (`peerRecordsPerSecond`), so a chat message passes a link whose bulk deliveries a flood has put
+    /// in debt; this bucket, with the authors' buckets, bounds what the lane brings. An honest sender caps each
+    /// author at 50 a second on the lane (`Limits.syncPriorityAuthorRecordsPerSecond`), and a person types a few.
+    public var peerPriorityRecordsPerSecond: Double = 200
+    /// Records one link's priority lane may bring at once before its rate applies: 1,000 by default (five authors'
+    /// bursts on the sender's side).
+    public var peerPriorityRecordsBurst: Int = 1_000
     /// New records ingested per second from one author, over all links together: 500 by default (a person types a
     /// few per second; a script or benchmark can be allowed more).
     public var authorRecordsPerSecond: Double = 500
@@ -39,6 +48,7 @@ public struct QuotaConfiguration: Sendable, Equatable {
 }
 
 /// Per-link and per-author token buckets, checked before a delivery is verified (a header parse gives the authors).
+/// A link has two: one for its bulk deliveries and a smaller one for its priority lane.
 ///
 /// A link in debt (or one whose records' author is) has its next delivery held, unverified: the sync session
 /// returns no credit for it, so the sender stops after its window (`Limits.syncWindowBatches`) and nothing is
@@ -47,28 +57,35 @@ public struct QuotaConfiguration: Sendable, Equatable {
 struct IngestQuotas {
     let configuration: QuotaConfiguration
     private var links: [LinkID: TokenBucket] = [:]
+    private var priorityLinks: [LinkID: TokenBucket] = [:]
     private var authors: [AuthorID: (bucket: TokenBucket, used: Duration)] = [:]
 
     init(configuration: QuotaConfiguration) {
         self.configuration = configuration
     }
 
-    /// How long from `now` until a delivery from `link` with records of `authors` may be verified; nil: at once.
-    func wait(link: LinkID, authors: some Sequence<AuthorID>, now: Duration) -> Duration? {
-        var longest = links[link]?.waitTime(now: now)
+    /// How long from `now` until a delivery from `link`'s `lane` with records of `authors` may be verified; nil: at
+    /// once.
+    func wait(link: LinkID, lane: SyncLane = .bulk, authors: some Sequence<AuthorID>, now: Duration) -> Duration? {
+        var longest = (lane == .bulk ? links : priorityLinks)[link]?.waitTime(now: now)
         for author in authors {
             if let wait = self.authors[author]?.bucket.waitTime(now: now), wait > longest ?? .zero { longest = wait }
         }
         return longest
     }
 
-    /// Charges `link` and each author for the records that were checked.
-    mutating func charge(link: LinkID, records: Int, byAuthor: [AuthorID: Int], now: Duration) {
+    /// Charges `link`'s bucket of `lane` and each author for the records that were checked.
+    mutating func charge(
+        link: LinkID, lane: SyncLane = .bulk, records: Int, byAuthor: [AuthorID: Int], now: Duration
+    ) {
         guard records > 0 else { return }
-        var linkBucket =
-            links[link] ?? bucket(configuration.peerRecordsBurst, configuration.peerRecordsPerSecond, now)
-        linkBucket.take(records, now: now)
-        links[link] = linkBucket
+        if lane == .bulk {
+            let fresh = bucket(configuration.peerRecordsBurst, configuration.peerRecordsPerSecond, now)
+            links[link, default: fresh].take(records, now: now)
+        } else {
+            let fresh = bucket(configuration.peerPriorityRecordsBurst, configuration.peerPriorityRecordsPerSecond, now)
+            priorityLinks[link, default: fresh].take(records, now: now)
+        }
         for (author, count) in byAuthor where count > 0 {
             var entry =
                 authors[author]
@@ -81,7 +98,10 @@ struct IngestQuotas {
     }
 
     /// Forgets a closed link's bucket (a new link starts full: the link limit is about one connection's pace).
-    mutating func forget(link: LinkID) { links[link] = nil }
+    mutating func forget(link: LinkID) {
+        links[link] = nil
+        priorityLinks[link] = nil
+    }
 
     var authorsTracked: Int { authors.count }
 

@@ -45,7 +45,8 @@ public actor Node: Service {
     /// The longest the timer sleeps: bounds redial latency and keeps session timers honest.
     public static let tickIntervalMax: Duration = .milliseconds(500)
     /// A turn that received more than this many bytes is bulk (sync batches of a node catching up), not chat: its
-    /// conversation-table refresh may wait up to `bulkRefreshInterval`. A chat message is well under it.
+    /// conversation-table refresh may wait up to `bulkRefreshInterval`, unless it stored a priority delivery (a
+    /// neighbour's chat, docs/protocol.md §3.7). A chat message is well under it.
     public static let bulkTurnBytes = 64 * 1024
     /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
     /// instead of after every turn; they lag it by at most this or the next tick (`tickIntervalMax`).
@@ -359,7 +360,9 @@ public actor Node: Service {
             handle(event)
         }
         // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
-        if received <= Self.bulkTurnBytes || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true {
+        if received <= Self.bulkTurnBytes || core.priorityStoredSinceRefresh
+            || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true
+        {
             refresh()
         }
     }
@@ -399,7 +402,9 @@ public actor Node: Service {
 
     private func tick() async {
         perform(core.handle(.tick, now: now))
-        if lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true { refresh() }
+        if core.priorityStoredSinceRefresh || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true {
+            refresh()
+        }
         if let end = banEndsAt, end <= now { enforceBans() }
         for (address, redial) in named where redial.connection == nil {
             if let expires = redial.expires, clock.now >= expires { named[address] = nil }

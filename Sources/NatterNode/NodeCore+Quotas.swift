@@ -9,11 +9,12 @@ extension NodeCore {
         duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
-    /// Charges the link and the authors for the records that cost a signature check (not those held already, nor
+    /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not those held already, nor
     /// the content records of evicted conversations, refused unchecked; their commits were checked for an
     /// invitation).
     func chargeQuotas(
-        link: LinkID, outcomes: [IngestOutcome], headers: [RecordHeader?], refused: Set<Int>, now: Duration
+        link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], headers: [RecordHeader?], refused: Set<Int>,
+        now: Duration
     ) {
         var checked = 0
         var byAuthor = [AuthorID: Int]()
@@ -22,7 +23,7 @@ extension NodeCore {
             checked += 1
             if let author = headers[index]?.author { byAuthor[author, default: 0] += 1 }
         }
-        quotas.charge(link: link, records: checked, byAuthor: byAuthor, now: now)
+        quotas.charge(link: link, lane: lane, records: checked, byAuthor: byAuthor, now: now)
     }
 
     /// Whether `conversation` was evicted and the eviction is still remembered at `now`.

@@ -121,7 +121,7 @@ public final class NodeCore {
     /// Records the sessions delivered while the current input is handled, per delivery and in order. They are
     /// ingested together, in one store transaction, once the input's messages are all read: a link that carries
     /// several sync batches in one input (a node catching up) commits them at once.
-    private var deliveries: [(link: LinkID, records: [[UInt8]])] = []
+    private var deliveries: [(link: LinkID, lane: SyncLane, records: [[UInt8]])] = []
     /// Each feed's parent link in its dissemination tree (FeedParents.swift).
     private var feedParents = FeedParents()
     /// Feeds grafted back recently, and until when copies of them prune nothing: the links answer the graft with
@@ -136,9 +136,9 @@ public final class NodeCore {
     /// Ingest quotas per link and per author, checked before a delivery is verified.
     var quotas: IngestQuotas
     private var floodNotices = FloodNotices()
-    /// Deliveries the ingest quotas hold back, per link in order, and when the link's next check is due. At most a
-    /// sync window's worth per link: the session returns no credit for them, so the sender waits.
-    private var heldDeliveries: [LinkID: (deliveries: [[[UInt8]]], until: Duration)] = [:]
+    /// Deliveries the ingest quotas hold back, per link and lane in order, and when the next check is due. At most
+    /// a sync window's worth per link and lane: the session returns no credit for them, so the sender waits.
+    private var heldDeliveries: [LaneKey: (deliveries: [[[UInt8]]], until: Duration)] = [:]
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked.
     var evicted: [ConversationID: Int64] = [:]
     /// When the relay quota is next checked (nil: nothing stored since the last check).
@@ -148,6 +148,13 @@ public final class NodeCore {
     var relayTally: RelayTally?
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
+
+    /// One lane of one link: priority lanes sort first, so their held deliveries are released first.
+    private struct LaneKey: Hashable, Comparable {
+        let link: LinkID
+        let lane: SyncLane
+        static func < (lhs: LaneKey, rhs: LaneKey) -> Bool { (lhs.lane, lhs.link) < (rhs.lane, rhs.link) }
+    }
 
     private enum Link {
         case handshaking(LinkHandshake, openedAt: Duration)
@@ -200,6 +207,17 @@ public final class NodeCore {
         return peers
     }
 
+    /// Authors whose live records go on the priority lane of every link (docs/protocol.md §3.7): this node and the
+    /// peers of its established links. Chat between neighbours thus passes a flood queued on a link; records of
+    /// authors further away stay bulk (a flood slows multi-hop chat, not chat with a neighbour's author).
+    var priorityAuthors: Set<AuthorID> {
+        var authors: Set<AuthorID> = [identity.author]
+        for link in links.values {
+            if case .established(let established) = link { authors.insert(established.peer) }
+        }
+        return authors
+    }
+
     /// Records currently held in the causal buffer (bounded by `configuration.causalBufferRecordsMax`).
     public var causalBufferCount: Int { bufferedCount }
 
@@ -238,7 +256,7 @@ public final class NodeCore {
             return out + ingestDeliveries(now: now)
         case .linkClosed(let id):
             roles[id] = nil
-            heldDeliveries[id] = nil
+            for lane in SyncLane.allCases { heldDeliveries[LaneKey(link: id, lane: lane)] = nil }
             quotas.forget(link: id)
             guard let link = links.removeValue(forKey: id) else { return [] }
             if case .established(let established) = link { return [.event(.peerDown(established.peer, id))] }
@@ -444,7 +462,9 @@ public final class NodeCore {
             case .send(let message):
                 out += sendApplicationMessage(message, on: id)
             case .deliver(let records):
-                deliveries.append((id, records))
+                deliveries.append((id, .bulk, records))
+            case .deliverPriority(let records):
+                deliveries.append((id, .priority, records))
             case .caughtUp:
                 out.append(.event(.caughtUp(established.peer)))
             case .progress(let received, let expected):
@@ -462,26 +482,34 @@ public final class NodeCore {
 
     // MARK: - Ingest
 
-    /// Ingests what the sessions delivered during this input, each link's consecutive deliveries in one transaction,
-    /// unless the ingest quotas hold them back (then they wait, unverified, behind the link's earlier ones).
+    /// Ingests what the sessions delivered during this input, each link's consecutive deliveries of a lane in one
+    /// transaction, unless the ingest quotas hold them back (then they wait, unverified, behind the earlier ones of
+    /// their link and lane). Priority deliveries go first (docs/protocol.md §3.7): a chat message is not read after
+    /// the flood that arrived with it.
     private func ingestDeliveries(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
-        while let id = deliveries.first?.link {
-            let run = deliveries.prefix { $0.link == id }.map(\.records)
+        if deliveries.contains(where: { $0.lane == .priority }) {
+            deliveries = deliveries.filter { $0.lane == .priority } + deliveries.filter { $0.lane == .bulk }
+        }
+        while let first = deliveries.first {
+            let key = LaneKey(link: first.link, lane: first.lane)
+            let run = deliveries.prefix { $0.link == key.link && $0.lane == key.lane }.map(\.records)
             deliveries.removeFirst(run.count)
-            if heldDeliveries[id] != nil {
-                heldDeliveries[id]!.deliveries += run
+            if heldDeliveries[key] != nil {
+                heldDeliveries[key]!.deliveries += run
                 continue
             }
-            out += admit(run, from: id, now: now)
+            out += admit(run, from: key, now: now)
         }
         return out
     }
 
-    /// Ingests a link's deliveries if the quotas allow it now (a header parse names the authors; nothing is
-    /// verified before), or holds them and logs the flood once per peer. At most
-    /// `ingestRecordsPerTurnMax` records go at once; the rest wait for the next tick, so other inputs come between.
-    private func admit(_ run: [[[UInt8]]], from id: LinkID, now: Duration) -> [NodeAction] {
+    /// Ingests a link's deliveries of one lane if the quotas allow it now (a header parse names the authors; nothing
+    /// is verified before), or holds them and logs the flood once per peer. At most `ingestRecordsPerTurnMax`
+    /// records go at once; the rest wait for the next tick, so other inputs come between. A priority delivery is
+    /// checked against the link's priority bucket instead of its bulk one, and the authors' buckets as any other.
+    private func admit(_ run: [[[UInt8]]], from key: LaneKey, now: Duration) -> [NodeAction] {
+        let id = key.link
         var taken = 1
         var records = run[0].count
         while taken < run.count, records + run[taken].count <= configuration.quotas.ingestRecordsPerTurnMax {
@@ -490,11 +518,12 @@ public final class NodeCore {
         }
         let first = Array(run.prefix(taken))
         let headers = first.joined().map { try? RecordCodec.storedHeader($0) }
-        guard let wait = quotas.wait(link: id, authors: Set(headers.compactMap { $0?.author }), now: now) else {
-            if taken < run.count { heldDeliveries[id] = (Array(run[taken...]), now) }
-            return ingest(first, headers: headers, from: id, now: now)
+        let authors = Set(headers.compactMap { $0?.author })
+        guard let wait = quotas.wait(link: id, lane: key.lane, authors: authors, now: now) else {
+            if taken < run.count { heldDeliveries[key] = (Array(run[taken...]), now) }
+            return ingest(first, headers: headers, from: id, lane: key.lane, now: now)
         }
-        heldDeliveries[id] = (run, now + wait)
+        heldDeliveries[key] = (run, now + wait)
         guard case .established(let established) = links[id],
             let line = floodNotices.held(established.peer, now: now)
         else { return [] }
@@ -504,10 +533,10 @@ public final class NodeCore {
     /// Deliveries held by the quotas whose time has come: checked again, ingested or held longer.
     private func releaseHeldDeliveries(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
-        for id in heldDeliveries.keys.sorted() where heldDeliveries[id]!.until <= now {
-            let run = heldDeliveries.removeValue(forKey: id)!.deliveries
-            guard case .established = links[id] else { continue }
-            out += admit(run, from: id, now: now)
+        for key in heldDeliveries.keys.sorted() where heldDeliveries[key]!.until <= now {
+            let run = heldDeliveries.removeValue(forKey: key)!.deliveries
+            guard case .established = links[key.link] else { continue }
+            out += admit(run, from: key, now: now)
         }
         return out
     }
@@ -515,7 +544,7 @@ public final class NodeCore {
     /// Ingests records delivered by a link's session, replays buffered successors, reports outcomes to that
     /// session (one report per delivery, in order) and pushes what was stored to every other session.
     private func ingest(
-        _ delivered: [[[UInt8]]], headers: [RecordHeader?], from id: LinkID, now: Duration
+        _ delivered: [[[UInt8]]], headers: [RecordHeader?], from id: LinkID, lane: SyncLane, now: Duration
     ) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
         // Records of evicted conversations are refused unchecked (reported as held, so the session does not ask
@@ -540,7 +569,7 @@ public final class NodeCore {
         }
         var storeOutcomes = storeReport.outcomes.makeIterator()
         let outcomes = records.indices.map { refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()! }
-        chargeQuotas(link: id, outcomes: outcomes, headers: headers, refused: refused, now: now)
+        chargeQuotas(link: id, lane: lane, outcomes: outcomes, headers: headers, refused: refused, now: now)
         var stored = [StoredRecord]()
         /// Headers of the records appended to their feeds (not fork evidence), for the tree's lag check.
         var appended = [RecordHeader]()
@@ -583,7 +612,7 @@ public final class NodeCore {
             guard case .established(var established) = links[id] else { break }
             let reported = outcomes[offset..<(offset + delivery.count)]
             offset += delivery.count
-            let actions = established.session.ingested(reported.map(SyncIngestOutcome.init), now: now)
+            let actions = established.session.ingested(reported.map(SyncIngestOutcome.init), lane: lane, now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
         }
@@ -591,6 +620,7 @@ public final class NodeCore {
         let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
         stored += drained.stored
+        if lane == .priority, !stored.isEmpty { priorityStoredSinceRefresh = true }
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
         out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
@@ -673,13 +703,15 @@ public final class NodeCore {
         return (stored, applied)
     }
 
-    /// Tells every session (but `except`) what the node stored, so they push it to their peers.
+    /// Tells every session (but `except`) what the node stored, so they push it to their peers: records of this node
+    /// and of its neighbours on the priority lane (`priorityAuthors`), the rest on the bulk lane.
     private func storedLocally(_ records: [StoredRecord], except: LinkID?, now: Duration) -> [NodeAction] {
         guard !records.isEmpty else { return [] }
         var out = [NodeAction]()
+        let priority = priorityAuthors
         for id in links.keys.sorted() where id != except {
             guard case .established(var established) = links[id] else { continue }
-            let actions = established.session.localRecordsStored(records, now: now)
+            let actions = established.session.localRecordsStored(records, priorityAuthors: priority, now: now)
             links[id] = .established(established)
             out += syncActions(id, actions, now: now)
         }
@@ -827,12 +859,17 @@ public final class NodeCore {
     /// Whether records were stored since the conversation tables were last brought up to date.
     public var isRefreshPending: Bool { refreshAt != nil }
 
+    /// Whether a priority delivery (docs/protocol.md §3.7) stored records since the last refresh: a driver that lets
+    /// bulk turns' refreshes wait refreshes at once for these, so a neighbour's chat is not shown late.
+    public private(set) var priorityStoredSinceRefresh = false
+
     /// Brings the conversation tables up to date now if records were stored since the last refresh, and reports
     /// what changed: the node actor after each turn (`conversationRefreshDelay` nil), and for a reader (the REPL)
     /// about to query them, so what it reads is never behind what it was told.
     public func refreshPending() -> [NodeAction] {
         guard refreshAt != nil else { return [] }
         refreshAt = nil
+        priorityStoredSinceRefresh = false
         guard var changes = try? conversations.refreshChanged() else { return [] }
         // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed again.
         let reduced = changes.keys.sorted().filter { !((try? conversations.reduceJunk(in: $0)) ?? []).isEmpty }

@@ -1,3 +1,5 @@
+internal import NatterModel
+
 /// Every bound of the sync layer, each with its reason. Decoders check these before buffering or allocating.
 public enum Limits {
     /// Largest Noise message: 65535 bytes, ciphertext and tag included. The Noise specification fixes it, and it
@@ -59,6 +61,35 @@ public enum Limits {
     /// The receiver returns credit once it holds this many ingested batches' worth (half the window): one CREDIT
     /// message per four batches instead of one per batch, and the sender never stalls while the receiver is busy.
     public static let syncCreditReturnBatches = syncWindowBatches / 2
+
+    /// Batches a sender may have outstanding on the priority lane (PRIORITY RECORDS, docs/protocol.md §3.7): 2,
+    /// granted implicitly like `syncWindowBatches`. The lane carries live chat between neighbours, a few records a
+    /// second, so two small batches keep it moving while the bulk window is full of a flood; the receiver returns
+    /// the lane's credit as soon as a batch is ingested (`syncPriorityCreditReturnBatches`). Small, because what a
+    /// receiver takes on this lane skips its per-link ingest queue: the lane must not be a second flood channel.
+    public static let syncPriorityWindowBatches = 2
+
+    /// The receiver returns priority credit once this many ingested priority batches are due: half the priority
+    /// window, i.e. every batch, so the lane never waits for a second one to be ingested.
+    public static let syncPriorityCreditReturnBatches = syncPriorityWindowBatches / 2
+
+    /// Records per PRIORITY RECORDS batch: 32. A person types a few records a second and the lane's per-author rate
+    /// is `syncPriorityAuthorRecordsPerSecond`, so 32 holds every burst of chat; with the window it bounds what the
+    /// receiver ingests ahead of its queue to 64 records per link.
+    public static let syncPriorityBatchRecordsMax = 32
+
+    /// Record bytes per PRIORITY RECORDS batch: 64 KiB, the largest record (`NatterModel.Limits.recordBytesMax`), so
+    /// every record fits in a batch of its own, and the receiver buffers at most 128 KiB per link on this lane.
+    public static let syncPriorityBatchBytesMax = NatterModel.Limits.recordBytesMax
+
+    /// Records per second one author may send on one link's priority lane: 50. A person types a few a second (with
+    /// receipts and typing-free edits, still under ten); an author above the rate is demoted to the bulk lane until
+    /// its bucket refills, so a neighbour that floods under its own identity cannot take the lane.
+    public static let syncPriorityAuthorRecordsPerSecond = 50.0
+
+    /// Records one author may send on the priority lane at once before its rate applies: 200 (a burst of reactions,
+    /// a pasted list, a conversation's commit with its first messages).
+    public static let syncPriorityAuthorRecordsBurst = 200
 
     /// Longest a live push waits on a link: 40 ms. A record stored for the peer waits until it is this old, so the
     /// records stored meanwhile (one incoming batch fanned out, a busy group) share its frame, and a record the peer

@@ -60,9 +60,10 @@ struct FaultTests {
     func degreeCap() throws {
         // At cap 2 the lab's overlay model can close into two rings whose nodes are all full, which it never joins
         // again (a dropped link is redialled inside its own ring): about half the seeds do, depending only on the
-        // order of events. Seed 9 did until PRUNE frames changed that order; seed 3 forms one ring. What this test
-        // checks is the cap, not the overlay's healing.
-        var configuration = smallConfiguration(seed: 3, nodes: 12, duration: .seconds(3))
+        // order of events. Seed 9 did until PRUNE frames changed that order, seed 3 until the priority lane's frames
+        // did (two components at the end); seed 4 forms one ring. What this test checks is the cap, not the
+        // overlay's healing.
+        var configuration = smallConfiguration(seed: 4, nodes: 12, duration: .seconds(3))
         configuration.degreeMax = 2
         configuration.degreeTarget = 2
         configuration.duplicateDials = 0.5

@@ -11,6 +11,8 @@
 // flooding node would write them. What its links carry is then the protocol's business — the relay's credit and
 // ingest quotas. The full figure:
 //   NATTER_FLOOD_SECONDS=20 swift test --skip-build --filter FloodLoopbackTests
+// `NATTER_FLOOD_TURN` overrides `ingestRecordsPerTurnMax` (512) on the honest nodes, to measure how the length of a
+// flood's ingest turns shows in the chat's latency (docs/performance.md).
 import Foundation
 import NatterModel
 import NatterNode
@@ -30,6 +32,7 @@ struct FloodLoopbackTests {
         quotas.peerRecordsBurst = 4_000
         quotas.relayConversationsMax = 4
         quotas.relayBytesMax = 2 << 20
+        if let turn = ProcessInfo.processInfo.environment["NATTER_FLOOD_TURN"].flatMap(Int.init) { quotas.ingestRecordsPerTurnMax = turn }
         return quotas
     }
 
@@ -61,6 +64,11 @@ struct FloodLoopbackTests {
     }
 
     func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
+
+    /// The 95th percentile (nearest rank).
+    func p95(_ values: [Duration]) -> Duration {
+        values.sorted()[min(values.count - 1, Int((Double(values.count) * 0.95).rounded(.up)) - 1)]
+    }
 
     func fileBytes(_ node: RecordedNode) -> Int {
         ["natter.sqlite", "natter.sqlite-wal"].reduce(0) { total, name in
@@ -188,8 +196,8 @@ struct FloodLoopbackTests {
             flood: \(flood.count) records written by the flooder in \(offeredSeconds) s (\(Int(offeredRate)) records/s, \
             paced at \(rate)/s); the relay took \(accepted) new records in \(floodSeconds) s \
             (\(Int(Double(accepted) / max(floodSeconds, 0.001))) records/s), refused the rest unchecked, evicted \(evicted) conversations
-            chat latency through the relay: normal median \(median(normal)), under flood median \(median(underFlood)) \
-            (max \(underFlood.max()!), \(underFlood.count) probes)
+            chat latency through the relay: normal median \(median(normal)) (max \(normal.max()!)), under flood median \
+            \(median(underFlood)), p95 \(p95(underFlood)), max \(underFlood.max()!) (\(underFlood.count) probes)
             relay-only bytes after the last check (Alice, Relay, Bob): \(after.map(\.bytes)) (quota \(quotas.relayBytesMax)); \
             peaks between checks \(peakBytes); conversations \(after.map(\.conversations)) (quota \(quotas.relayConversationsMax))
             database files (Alice, Relay, Bob, Flooder): \(sizes) bytes
@@ -207,10 +215,15 @@ struct FloodLoopbackTests {
         #expect(
             offeredRate > quotas.peerRecordsPerSecond, "the flooder wrote \(Int(offeredRate)) records/s, asked \(rate)")
         #expect(accepted > 0, "the flood reached the relay")
-        // The chat: within twice its normal latency (plus 100 ms: wall-clock gates swing on a shared machine).
+        // The chat: within twice its normal latency (plus 50 ms: wall-clock gates swing on a shared machine), and no
+        // message held behind the flood for seconds: Alice's records take the priority lane on both links (she is the
+        // relay's neighbour). Without the lane the longest wait was 1.3–3.0 s; with it 0.45–1.1 s in nine of ten runs
+        // on a loaded 2-core machine and 1.7 s in one (docs/performance.md), the rest being the nodes' ingest turns on
+        // cores they share: 2.5 s leaves that slack.
         #expect(
-            median(underFlood) <= median(normal) * 2 + .milliseconds(100),
+            median(underFlood) <= median(normal) * 2 + .milliseconds(50),
             "normal \(median(normal)), under flood \(median(underFlood))")
+        #expect(underFlood.max()! <= .milliseconds(2_500), "longest under flood \(underFlood.max()!)")
         #expect(try await bob.node.conversations.history(chat, limit: 1).last?.text == "flood \(index - 1)")
     }
 }

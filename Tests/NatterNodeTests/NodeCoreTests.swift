@@ -104,11 +104,12 @@ final class PipeNetwork {
         precondition(queue.isEmpty, "the network did not settle")
     }
 
-    /// Advances virtual time by `step` and ticks every node.
-    func advance(_ step: Duration) {
+    /// Advances virtual time by `step` and ticks every node; what the ticks send is delivered at once, or, with
+    /// `slowly`, each input that long after the one before.
+    func advance(_ step: Duration, slowly delay: Duration? = nil) {
         now += step
         for (index, node) in nodes.enumerated() { perform(index, node.handle(.tick, now: now)) }
-        run()
+        if let delay { runSlowly(delay: delay) } else { run() }
     }
 
     func publish(_ node: NodeCore, _ record: Record) {
@@ -150,21 +151,24 @@ struct NodeCoreTests {
     }
 
     @Test(
-        "a link's push interval scales with its handshake: a quick one sends every record at once, a slow one gathers",
+        "a link's push interval scales with its round trip: a quick one sends every record at once, a slow one gathers",
         arguments: [false, true])
     func pushIntervalFollowsHandshake(slowLink: Bool) throws {
         let net = PipeNetwork()
         let alice = try net.add("Alice", seed: 1, pushInterval: .milliseconds(50))
         let bob = try net.add("Bob", seed: 2, pushInterval: .milliseconds(50))
         net.connect(alice, bob)
-        // A slow link: every input arrives 100 ms after the one before, so the handshake takes a few hundred ms.
-        if slowLink { net.runSlowly(delay: .milliseconds(100)) } else { net.run() }
+        // A slow link: every input arrives 100 ms after the one before, so the handshake takes a few hundred ms,
+        // and so does every round trip after it (DONE, credits), which confirm the interval the handshake set. A
+        // link that answers at once brings the interval down (SyncPushIntervalTests).
+        let delay: Duration? = slowLink ? .milliseconds(100) : nil
+        if let delay { net.runSlowly(delay: delay) } else { net.run() }
         #expect(alice.connectedPeers.keys.contains(bob.identity.author))
         let group = try alice.conversations.createGroup(title: "Hold", members: [bob.identity.author], now: 10)
-        net.advance(.seconds(1))  // past any hold of the initial exchange
+        net.advance(.seconds(1), slowly: delay)  // past any hold of the initial exchange
         net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: group), now: net.now))
-        net.run()
-        net.advance(.seconds(1))
+        if let delay { net.runSlowly(delay: delay) } else { net.run() }
+        net.advance(.seconds(1), slowly: delay)
         // Two messages a millisecond apart. The quick link (handshake in zero virtual time) holds nothing; the slow
         // one holds the first until it has waited the interval, and the second shares its frame.
         net.publish(alice, try alice.conversations.send("first", in: group, now: 11))

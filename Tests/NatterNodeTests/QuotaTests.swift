@@ -56,6 +56,29 @@ struct IngestQuotaUnitTests {
         #expect(quotas.wait(link: other, authors: [bob], now: .zero) == nil)
     }
 
+    @Test("a link's priority lane has its own bucket; the authors' buckets are shared by both lanes")
+    func priorityBucket() {
+        var settings = configuration(author: 10, authorBurst: 10)
+        settings.peerPriorityRecordsPerSecond = 20
+        settings.peerPriorityRecordsBurst = 20
+        var quotas = IngestQuotas(configuration: settings)
+        // Bulk debt (the link's bucket run 150 below zero) does not hold the priority lane, nor the other way round.
+        quotas.charge(link: link, records: 250, byAuthor: [bob: 5], now: .zero)
+        #expect(quotas.wait(link: link, authors: [], now: .zero) == .milliseconds(1_510))
+        #expect(quotas.wait(link: link, lane: .priority, authors: [alice], now: .zero) == nil)
+        quotas.charge(link: link, lane: .priority, records: 30, byAuthor: [alice: 3], now: .zero)
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .zero) == .milliseconds(550))
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .milliseconds(550)) == nil)
+        #expect(quotas.wait(link: link, authors: [], now: .milliseconds(1_510)) == nil)
+        // An author in debt holds its records on either lane.
+        quotas.charge(link: other, lane: .priority, records: 10, byAuthor: [alice: 10], now: .zero)
+        #expect(quotas.wait(link: other, lane: .priority, authors: [alice], now: .zero) == .milliseconds(400))
+        #expect(quotas.wait(link: other, authors: [alice], now: .zero) == .milliseconds(400))
+        // A closed link's priority debt goes with it.
+        quotas.forget(link: link)
+        #expect(quotas.wait(link: link, lane: .priority, authors: [], now: .zero) == nil)
+    }
+
     @Test("author buckets stay bounded: refilled ones are forgotten first, then the least recently used")
     func authorsBounded() {
         var settings = configuration(author: 1, authorBurst: 1)
@@ -88,18 +111,7 @@ struct QuotaCoreTests {
 
     @Test("a link over its quota is slowed, not cut: deliveries wait unverified, and everything arrives in the end")
     func floodSlowedNotDropped() throws {
-        var quotas = QuotaConfiguration()
-        quotas.peerRecordsPerSecond = 1_000
-        quotas.peerRecordsBurst = 1_000
-        quotas.relayConversationsMax = 10  // no eviction here
-        let net = PipeNetwork()
-        let flooder = try net.add("Flooder", seed: 41)
-        let victim = try net.add("Victim", seed: 42, quotas: quotas)
-        let conversation = floodConversation("slowed")
-        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 43)
-        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
-        net.connect(flooder, victim)
-        net.run()
+        let (net, flooder, victim, conversation, flood) = try heldFlood(seed: 41, "slowed")
         // At once: the burst, plus at most the one sync window that ran the bucket into debt.
         let first = try held(victim, conversation)
         #expect(first >= 1_000 && first <= 1_000 + 8 * 256, "\(first)")
@@ -185,4 +197,26 @@ struct QuotaOptionTests {
         #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-record-rate", "0"]) }
         #expect(throws: (any Error).self) { try RunCommand.parse(["--relay-mib", "-1"]) }
     }
+}
+
+/// A flooder whose store holds 6,000 records of 20 throwaway authors in one conversation, linked to a victim whose
+/// link quota is 1,000 records a second (burst 1,000, no eviction), and run until quiet (virtual time stands still):
+/// the victim holds the burst and the next window, the rest of the flood is held or unsent. Seeds `seed`, `seed + 1`
+/// and `seed + 2` make the flooder, the victim and the flood.
+func heldFlood(seed: UInt64, _ name: String) throws -> (
+    net: PipeNetwork, flooder: NodeCore, victim: NodeCore, conversation: ConversationID, flood: [Record]
+) {
+    var quotas = QuotaConfiguration()
+    quotas.peerRecordsPerSecond = 1_000
+    quotas.peerRecordsBurst = 1_000
+    quotas.relayConversationsMax = 10  // no eviction here
+    let net = PipeNetwork()
+    let flooder = try net.add("Flooder", seed: seed)
+    let victim = try net.add("Victim", seed: seed + 1, quotas: quotas)
+    let conversation = floodConversation(name)
+    let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: seed + 2)
+    _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+    net.connect(flooder, victim)
+    net.run()
+    return (net, flooder, victim, conversation, flood)
 }

@@ -55,10 +55,11 @@ struct LinkWiringTests {
                     guard let bytes = try? ends[side].channel.send(message) else { continue }
                     if side == 0 { sentByA += 1 }
                     wires[1 - side].append(bytes)
-                case .deliver(let records):
+                case .deliver(let records), .deliverPriority(let records):
+                    let lane: SyncLane = if case .deliver = action { .bulk } else { .priority }
                     let (outcomes, stored) = ends[side].log.ingest(records)
                     ends[side].stored += stored.count
-                    process(side, ends[side].session.ingested(outcomes, now: .zero))
+                    process(side, ends[side].session.ingested(outcomes, lane: lane, now: .zero))
                     process(side, ends[side].session.localRecordsStored(stored, now: .zero))
                 case .close(let error):
                     ends[side].error = "sync: \(error)"

@@ -1,3 +1,4 @@
+import Foundation
 import NatterCrypto
 import NatterModel
 import Testing
@@ -35,6 +36,9 @@ struct SyncMessageTests {
         .done,
         .ping,
         .prune([feed, FeedKey(conversation: Fixture.conversation(1), author: Fixture.author(Fixture.identity(0x60)))].sorted()),
+        .priorityRecords(records, credit: 1),
+        .priorityRecords([records[0]]),
+        .priorityCredit(2),
     ]
 
     static func decode(_ bytes: [UInt8]) -> Result<SyncMessage, SyncMessageError> {
@@ -64,6 +68,17 @@ struct SyncMessageTests {
             }
         }
         #expect(Self.error(bytes + [0]) == .trailingBytes(1))
+    }
+
+    @Test("the fuzz corpus's sync seeds are messages that re-encode to themselves")
+    func corpusSeeds() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/record-corpus")
+        for name in ["prune", "reroute", "leaving", "priority-records", "priority-credit"] {
+            let bytes = Array(try Data(contentsOf: corpus.appendingPathComponent("sync-\(name).bin")))
+            #expect(SyncFrameKind.name(of: bytes) == name)
+            #expect(SyncMessageFuzzing.reencodes(bytes) == true, "sync-\(name).bin")
+        }
     }
 
     @Test("unknown types are refused")
@@ -104,6 +119,14 @@ struct SyncMessageTests {
         #expect(Self.error([3, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]) == .recordTooLarge(0xffff_ffff))
         #expect(Self.error([4, 0, 0]) == .zeroCount(field: "credit"))
         #expect(Self.error([4, 0, 9]) == .tooMany(field: "credit batches", count: 9, limit: 8))
+        // The priority lane: the same layouts, its own window and caps.
+        #expect(Self.error([14, 0, 3, 0, 1]) == .tooMany(field: "priority credit batches", count: 3, limit: 2))
+        #expect(Self.error([14, 0, 0, 0, 0]) == .zeroCount(field: "records in the priority batch"))
+        #expect(Self.error([14, 0, 2, 0, 33]) == .tooMany(field: "records in the priority batch", count: 33, limit: 32))
+        #expect(Self.error([14, 0, 0, 0, 1, 0, 1, 0, 1]) == .recordTooLarge(65537))
+        #expect(Self.error([15, 0, 0]) == .zeroCount(field: "priority credit"))
+        #expect(Self.error([15, 0, 3]) == .tooMany(field: "priority credit batches", count: 3, limit: 2))
+        #expect(Self.error([15, 0xff, 0xff]) == .tooMany(field: "priority credit batches", count: 65535, limit: 2))
     }
 
     @Test("a batch above the byte cap is refused at the record that crosses it")
@@ -113,6 +136,11 @@ struct SyncMessageTests {
         let total = large.reduce(0) { $0 + $1.bytes.count }
         #expect(total > Limits.syncBatchBytesMax)
         #expect(Self.error(bytes) == .batchTooLarge(large.prefix(5).reduce(0) { $0 + $1.bytes.count }))
+        // The priority lane's cap is one largest record: two of 60,000 bytes cross it at the second.
+        let priority = SyncMessage.encodeRecords(large.prefix(2).map(\.bytes), lane: .priority)
+        #expect(Self.error(priority) == .batchTooLarge(large.prefix(2).reduce(0) { $0 + $1.bytes.count }))
+        #expect(Limits.syncPriorityBatchBytesMax >= NatterModel.Limits.recordBytesMax, "every record fits")
+        #expect(Self.decode(SyncMessage.encodeRecords([large[0].bytes], lane: .priority)) == .success(.priorityRecords([large[0]])))
     }
 
     @Test("bad flags, orders, sequences and records are named")
@@ -175,7 +203,7 @@ struct SyncMessageTests {
             var bytes: [UInt8]
             if round % 2 == 0 {
                 bytes = generator.bytes(Int.random(in: 0...200, using: &generator))
-                if !bytes.isEmpty { bytes[0] = UInt8.random(in: 0...8, using: &generator) }
+                if !bytes.isEmpty { bytes[0] = UInt8.random(in: 0...15, using: &generator) }
             } else {
                 bytes = valid[Int.random(in: 0..<valid.count, using: &generator)]
                 for _ in 0..<Int.random(in: 1...4, using: &generator) where !bytes.isEmpty {
@@ -218,16 +246,33 @@ struct SyncViolationTests {
         return nil
     }
 
-    @Test("a batch beyond the window closes the link")
-    func beyondWindow() {
+    @Test("a batch beyond its lane's window closes the link", arguments: SyncLane.allCases)
+    func beyondWindow(lane: SyncLane) {
         var session = Self.session()
-        let batch = SyncMessage.records([Self.records[0]]).encoded()
-        for _ in 0..<Limits.syncWindowBatches {
+        let batch = SyncMessage.encodeRecords([Self.records[0].bytes], lane: lane)
+        for _ in 0..<lane.windowBatches {
             #expect(Self.closes(session.receive(message: batch, now: .zero)) == nil)
         }
+        let expected = lane == .bulk ? "a batch beyond the 8-batch window" : "a priority batch beyond the 2-batch priority window"
+        #expect(Self.closes(session.receive(message: batch, now: .zero)) == .malformed(.unexpected(expected)))
+        // The other lane's window is apart: it still takes a batch.
+        let other = SyncMessage.encodeRecords([Self.records[0].bytes], lane: lane == .bulk ? .priority : .bulk)
+        var apart = Self.session()
+        for _ in 0..<lane.windowBatches { _ = apart.receive(message: batch, now: .zero) }
+        #expect(Self.closes(apart.receive(message: other, now: .zero)) == nil)
+    }
+
+    @Test("priority credit never spent closes the link")
+    func priorityCreditOverflow() {
+        var session = Self.session()
         #expect(
-            Self.closes(session.receive(message: batch, now: .zero))
-                == .malformed(.unexpected("a batch beyond the 8-batch window")))
+            Self.closes(session.receive(message: SyncMessage.priorityCredit(1).encoded(), now: .zero))
+                == .malformed(.unexpected("priority credit of 1 batches beyond the priority window")))
+        var riding = Self.session()
+        let batch = SyncMessage.priorityRecords([Self.records[0]], credit: 1).encoded()
+        #expect(
+            Self.closes(riding.receive(message: batch, now: .zero))
+                == .malformed(.unexpected("priority credit of 1 batches beyond the priority window")))
     }
 
     @Test("credit never spent closes the link")

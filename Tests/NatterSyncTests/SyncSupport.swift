@@ -62,6 +62,10 @@ struct SyncPeer {
     var inbox: [[UInt8]] = []
     /// Deliveries not yet ingested.
     var pendingIngest: [[[UInt8]]] = []
+    /// Priority deliveries not yet ingested.
+    var pendingPriorityIngest: [[[UInt8]]] = []
+    /// The authors this side's node passes as priority with what it stores (none: everything goes bulk).
+    var priorityAuthors: Set<AuthorID> = []
     var caughtUpCount = 0
     var peerLeavingCount = 0
     var rerouted: [FeedKey] = []
@@ -86,6 +90,10 @@ struct DirectionStats {
     /// RECORDS batches sent and not yet returned as credit; never above the window.
     var outstanding = 0
     var maxOutstanding = 0
+    /// PRIORITY RECORDS batches sent and not yet returned as priority credit; never above the priority window.
+    var priorityOutstanding = 0
+    /// Records sent on the priority lane, in order.
+    var priorityRecordIDs: [RecordID] = []
     /// Conversations carried by HEADS messages (one per entry).
     var headsEntries = 0
     /// Feed heads carried by HEADS messages.
@@ -161,12 +169,15 @@ struct SyncPair {
 
     private enum Event {
         case receive(Side)
-        case ingest(Side)
+        case ingest(Side, SyncLane)
     }
 
     private mutating func nextEvent(_ schedule: Schedule) -> Event? {
         var events = [Event]()
-        for side in [Side.a, .b] where !self[side].pendingIngest.isEmpty { events.append(.ingest(side)) }
+        for side in [Side.a, .b] where !self[side].pendingPriorityIngest.isEmpty {
+            events.append(.ingest(side, .priority))
+        }
+        for side in [Side.a, .b] where !self[side].pendingIngest.isEmpty { events.append(.ingest(side, .bulk)) }
         var receives = [Event]()
         for side in [Side.a, .b] where !self[side].inbox.isEmpty { receives.append(.receive(side)) }
         switch schedule {
@@ -184,13 +195,15 @@ struct SyncPair {
             let message = self[side].inbox.removeFirst()
             let actions = self[side].session.receive(message: message, now: now)
             process(actions, from: side)
-        case .ingest(let side):
-            let batch = self[side].pendingIngest.removeFirst()
+        case .ingest(let side, let lane):
+            let batch =
+                lane == .bulk ? self[side].pendingIngest.removeFirst() : self[side].pendingPriorityIngest.removeFirst()
             let (outcomes, stored) = self[side].log.ingest(batch)
             self[side].storedFromLink += stored.filter { !$0.isForkEvidence }.count
-            let afterIngest = self[side].session.ingested(outcomes, now: now)
+            let afterIngest = self[side].session.ingested(outcomes, lane: lane, now: now)
             process(afterIngest, from: side)
-            let afterStore = self[side].session.localRecordsStored(stored, now: now)
+            let afterStore = self[side].session.localRecordsStored(
+                stored, priorityAuthors: self[side].priorityAuthors, now: now)
             process(afterStore, from: side)
         }
     }
@@ -198,7 +211,8 @@ struct SyncPair {
     /// The node's own new records on `side`: appended to its log and reported to its session.
     mutating func author(_ records: [Record], on side: Side) {
         self[side].log.append(records)
-        let actions = self[side].session.localRecordsStored(records.map { StoredRecord($0) }, now: now)
+        let actions = self[side].session.localRecordsStored(
+            records.map { StoredRecord($0) }, priorityAuthors: self[side].priorityAuthors, now: now)
         process(actions, from: side)
     }
 
@@ -229,6 +243,8 @@ struct SyncPair {
                 carry(message, from: side)
             case .deliver(let records):
                 self[side].pendingIngest.append(records)
+            case .deliverPriority(let records):
+                self[side].pendingPriorityIngest.append(records)
             case .caughtUp:
                 self[side].caughtUpCount += 1
             case .progress(let received, let expected):
@@ -292,6 +308,21 @@ struct SyncPair {
         case .success(.credit(let batches)):
             // Credit travels back: it frees the other direction's window.
             stats[side.other]!.outstanding -= batches
+        case .success(.priorityRecords(let records, let credit)):
+            stats[side.other]!.priorityOutstanding -= credit
+            if records.count > Limits.syncPriorityBatchRecordsMax {
+                violations.append("\(side) priority batch of \(records.count)")
+            }
+            let bytes = records.reduce(0) { $0 + $1.bytes.count }
+            if bytes > Limits.syncPriorityBatchBytesMax { violations.append("\(side) priority batch of \(bytes) bytes") }
+            direction.recordIDs += records.map(\.id)
+            direction.priorityRecordIDs += records.map(\.id)
+            direction.priorityOutstanding += 1
+            if direction.priorityOutstanding > Limits.syncPriorityWindowBatches {
+                violations.append("\(side) has \(direction.priorityOutstanding) priority batches outstanding")
+            }
+        case .success(.priorityCredit(let batches)):
+            stats[side.other]!.priorityOutstanding -= batches
         case .success(.heads(let entries)):
             direction.headsEntries += entries.count
             direction.headFeeds += entries.reduce(0) { $0 + $1.feeds.count }

@@ -96,6 +96,40 @@ public enum SyncIngestOutcome: Equatable, Sendable {
     case rejected(RecordFormatError)
 }
 
+/// The two lanes a link's records travel in (docs/protocol.md §3.7), each with its own credit window and its own
+/// order of deliveries. Bulk (RECORDS, CREDIT) carries everything; the priority lane (PRIORITY RECORDS, PRIORITY
+/// CREDIT) carries only the live records of priority authors (the node's own and its neighbours'), so a chat message
+/// passes a bulk window full of a flood. Priority sorts first.
+public enum SyncLane: Int, Sendable, Hashable, Comparable, CaseIterable {
+    case priority = 0
+    case bulk = 1
+
+    public static func < (lhs: SyncLane, rhs: SyncLane) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Batches outstanding at most (the lane's implicit initial credit).
+    public var windowBatches: Int {
+        self == .bulk ? Limits.syncWindowBatches : Limits.syncPriorityWindowBatches
+    }
+
+    /// Records per batch at most.
+    public var batchRecordsMax: Int {
+        self == .bulk ? Limits.syncBatchRecordsMax : Limits.syncPriorityBatchRecordsMax
+    }
+
+    /// Record bytes per batch at most.
+    public var batchBytesMax: Int {
+        self == .bulk ? Limits.syncBatchBytesMax : Limits.syncPriorityBatchBytesMax
+    }
+
+    /// Ingested batches whose credit goes back alone (in a CREDIT or PRIORITY CREDIT) when no batch carries it.
+    var creditReturnBatches: Int {
+        self == .bulk ? Limits.syncCreditReturnBatches : Limits.syncPriorityCreditReturnBatches
+    }
+
+    /// "" or "priority ", for the names of fields and errors.
+    var prefix: String { self == .bulk ? "" : "priority " }
+}
+
 /// What the node must do after a sync session input, in order.
 public enum SyncAction: Equatable, Sendable {
     /// Send these bytes as one application message on the link's secure channel.
@@ -104,6 +138,10 @@ public enum SyncAction: Equatable, Sendable {
     /// record, and `localRecordsStored` with what was stored. Every `deliver` gets exactly one `ingested`, in order;
     /// the session returns the peer's credit only then.
     case deliver([[UInt8]])
+    /// The same for a priority batch (PRIORITY RECORDS, docs/protocol.md §3.7): ingest, then call
+    /// `ingested(_:lane: .priority, now:)`. Priority deliveries are reported in their own order, independently of
+    /// bulk ones, so the node may ingest them ahead of bulk deliveries its quotas hold back.
+    case deliverPriority([[UInt8]])
     /// The initial exchange is complete in both directions as far as this side can tell (emitted once; see
     /// docs/protocol.md §3, "Caught up").
     case caughtUp

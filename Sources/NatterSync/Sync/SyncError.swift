@@ -25,7 +25,8 @@ public enum SyncMessageError: Error, Equatable, Sendable, CustomStringConvertibl
     case zeroHead
     /// A record in a batch announces more bytes than any record may have.
     case recordTooLarge(Int)
-    /// A batch's records add up to more than `Limits.syncBatchBytesMax`.
+    /// A batch's records add up to more than its lane allows (`Limits.syncBatchBytesMax`, or
+    /// `Limits.syncPriorityBatchBytesMax` on the priority lane).
     case batchTooLarge(Int)
     /// A record in a batch is not a structurally valid record.
     case invalidRecord(index: Int, RecordFormatError)

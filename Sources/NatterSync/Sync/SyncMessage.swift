@@ -86,6 +86,11 @@ enum SyncMessage: Equatable, Sendable {
     /// The sender's supply of these feeds changed (it lost or left its tree parent and grafted them back): a
     /// receiver whose parent for one of them is the sender races it again. Same layout as PRUNE.
     case reroute([FeedKey])
+    /// A batch on the priority lane (docs/protocol.md §3.7): the layout of RECORDS, under the priority window and
+    /// the priority caps; `credit` returns priority batches.
+    case priorityRecords([Record], credit: Int = 0)
+    /// The receiver returns this many batches of priority credit.
+    case priorityCredit(Int)
 
     /// Message type bytes (the first byte of every message).
     enum Tag: UInt8 {
@@ -99,6 +104,9 @@ enum SyncMessage: Equatable, Sendable {
         case prune = 11
         case leaving = 12
         case reroute = 13
+        // 14 and 15 were free: 8–10 are file frames (FileFrame), 16 is TYPING (TypingFrame).
+        case priorityRecords = 14
+        case priorityCredit = 15
     }
 
     /// Bytes of one summary entry: conversation and digest.
@@ -148,18 +156,16 @@ enum SyncMessage: Equatable, Sendable {
                 }
             }
         case .records(let records, let credit):
-            precondition((1...Limits.syncBatchRecordsMax).contains(records.count))
-            precondition((0...Limits.syncWindowBatches).contains(credit))
-            out.append(Tag.records.rawValue)
-            appendBigEndian(UInt16(credit), to: &out)
-            appendBigEndian(UInt16(records.count), to: &out)
-            for record in records {
-                appendBigEndian(UInt32(record.bytes.count), to: &out)
-                out.append(contentsOf: record.bytes)
-            }
+            out = Self.encodeRecords(records.map(\.bytes), credit: credit)
+        case .priorityRecords(let records, let credit):
+            out = Self.encodeRecords(records.map(\.bytes), credit: credit, lane: .priority)
         case .credit(let batches):
             precondition((1...Limits.syncWindowBatches).contains(batches))
             out.append(Tag.credit.rawValue)
+            appendBigEndian(UInt16(batches), to: &out)
+        case .priorityCredit(let batches):
+            precondition((1...Limits.syncPriorityWindowBatches).contains(batches))
+            out.append(Tag.priorityCredit.rawValue)
             appendBigEndian(UInt16(batches), to: &out)
         case .request(let feed, let from):
             out.append(Tag.request.rawValue)
@@ -185,13 +191,14 @@ enum SyncMessage: Equatable, Sendable {
         return out
     }
 
-    /// A RECORDS message from raw record bytes (the sending hot path: no decoding of our own records).
-    static func encodeRecords(_ records: [[UInt8]], credit: Int = 0) -> [UInt8] {
-        precondition((1...Limits.syncBatchRecordsMax).contains(records.count))
-        precondition((0...Limits.syncWindowBatches).contains(credit))
+    /// A RECORDS (or, on the priority lane, PRIORITY RECORDS) message from raw record bytes (the sending hot path:
+    /// no decoding of our own records).
+    static func encodeRecords(_ records: [[UInt8]], credit: Int = 0, lane: SyncLane = .bulk) -> [UInt8] {
+        precondition((1...lane.batchRecordsMax).contains(records.count))
+        precondition((0...lane.windowBatches).contains(credit))
         var out = [UInt8]()
         out.reserveCapacity(5 + records.reduce(0) { $0 + 4 + $1.count })
-        out.append(Tag.records.rawValue)
+        out.append(lane == .bulk ? Tag.records.rawValue : Tag.priorityRecords.rawValue)
         appendBigEndian(UInt16(credit), to: &out)
         appendBigEndian(UInt16(records.count), to: &out)
         for record in records {
@@ -215,14 +222,16 @@ enum SyncMessage: Equatable, Sendable {
         switch tag {
         case .summary: message = try decodeSummary(&reader)
         case .heads: message = try decodeHeads(&reader)
-        case .records: message = try decodeRecords(&reader)
-        case .credit:
-            let batches = Int(try reader.u16("credit"))
-            guard batches >= 1 else { throw .zeroCount(field: "credit") }
-            guard batches <= Limits.syncWindowBatches else {
-                throw .tooMany(field: "credit batches", count: batches, limit: Limits.syncWindowBatches)
+        case .records: message = try decodeRecords(&reader, lane: .bulk)
+        case .priorityRecords: message = try decodeRecords(&reader, lane: .priority)
+        case .credit, .priorityCredit:
+            let lane: SyncLane = tag == .credit ? .bulk : .priority
+            let batches = Int(try reader.u16("\(lane.prefix)credit"))
+            guard batches >= 1 else { throw .zeroCount(field: "\(lane.prefix)credit") }
+            guard batches <= lane.windowBatches else {
+                throw .tooMany(field: "\(lane.prefix)credit batches", count: batches, limit: lane.windowBatches)
             }
-            message = .credit(batches)
+            message = lane == .bulk ? .credit(batches) : .priorityCredit(batches)
         case .request:
             let conversation = ConversationID(raw: try reader.bytes32("conversation"))
             let author = AuthorID(raw: try reader.bytes32("author"))
@@ -323,15 +332,19 @@ enum SyncMessage: Equatable, Sendable {
         return .prune(feeds)
     }
 
-    private static func decodeRecords(_ reader: inout SyncReader) throws(SyncMessageError) -> SyncMessage {
-        let credit = Int(try reader.u16("credit"))
-        guard credit <= Limits.syncWindowBatches else {
-            throw .tooMany(field: "credit batches", count: credit, limit: Limits.syncWindowBatches)
+    /// A RECORDS or PRIORITY RECORDS message (one layout, the lane's caps).
+    private static func decodeRecords(_ reader: inout SyncReader, lane: SyncLane) throws(SyncMessageError)
+        -> SyncMessage
+    {
+        let credit = Int(try reader.u16("\(lane.prefix)credit"))
+        guard credit <= lane.windowBatches else {
+            throw .tooMany(field: "\(lane.prefix)credit batches", count: credit, limit: lane.windowBatches)
         }
         let count = Int(try reader.u16("record count"))
-        guard count >= 1 else { throw .zeroCount(field: "records in the batch") }
-        guard count <= Limits.syncBatchRecordsMax else {
-            throw .tooMany(field: "records in the batch", count: count, limit: Limits.syncBatchRecordsMax)
+        let field = "records in the \(lane.prefix)batch"
+        guard count >= 1 else { throw .zeroCount(field: field) }
+        guard count <= lane.batchRecordsMax else {
+            throw .tooMany(field: field, count: count, limit: lane.batchRecordsMax)
         }
         try reader.require(count * 4, "record lengths")
         var records = [Record]()
@@ -341,7 +354,7 @@ enum SyncMessage: Equatable, Sendable {
             let length = Int(try reader.u32("record length"))
             guard length <= NatterModel.Limits.recordBytesMax else { throw .recordTooLarge(length) }
             total += length
-            guard total <= Limits.syncBatchBytesMax else { throw .batchTooLarge(total) }
+            guard total <= lane.batchBytesMax else { throw .batchTooLarge(total) }
             let bytes = try reader.take(length, "record")
             do {
                 records.append(try Record.decode(bytes))
@@ -349,7 +362,7 @@ enum SyncMessage: Equatable, Sendable {
                 throw .invalidRecord(index: index, error)
             }
         }
-        return .records(records, credit: credit)
+        return lane == .bulk ? .records(records, credit: credit) : .priorityRecords(records, credit: credit)
     }
 }
 
@@ -450,6 +463,8 @@ public enum SyncFrameKind {
         case 11: "prune"
         case 12: "leaving"
         case 13: "reroute"
+        case 14: "priority-records"
+        case 15: "priority-credit"
         default: "unknown"
         }
     }

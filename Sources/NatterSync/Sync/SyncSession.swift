@@ -8,7 +8,9 @@ public import NatterModel
 /// per feed in sequence order, in bounded batches under the receiver's credit (RECORDS, CREDIT); after that it
 /// pushes what the local node stores, at most once per link. A DONE marks the end of the initial exchange, a PING
 /// keeps a quiet link alive, a REQUEST asks for a range the node found missing, and a fresh SUMMARY every
-/// `Limits.syncAntiEntropyInterval` repairs what live push missed. Byte layouts and rules: docs/protocol.md §3.
+/// `Limits.syncAntiEntropyInterval` repairs what live push missed. Live records of the authors the node names as
+/// priority travel in a second, small window (PRIORITY RECORDS, PRIORITY CREDIT: the priority lane, §3.7), so they
+/// pass a bulk window full of a flood. Byte layouts and rules: docs/protocol.md §3.
 ///
 /// One mutating method per input, each returning the actions to execute in order; time is an argument, the log is
 /// read through `RecordSource`, nothing else is consulted. The node must execute every `deliver` by ingesting the
@@ -67,13 +69,35 @@ public struct SyncSession<Source: RecordSource> {
     private var nextAntiEntropyAt = Duration.zero
 
     // MARK: Flow control
-    /// Batches we may still send before the peer returns credit.
-    private var sendCredit = Limits.syncWindowBatches
-    /// Batches received whose credit we have not returned yet (pending delivery or ingested).
-    private var batchesHeld = 0
-    /// Ingested batches whose credit is due to the peer: it rides on our next RECORDS, or goes alone in a CREDIT
-    /// once it reaches `syncCreditReturnBatches`.
-    private var creditToReturn = 0
+    /// One lane's credit and deliveries, in each direction.
+    private struct LaneFlow {
+        /// Batches we may still send before the peer returns credit.
+        var sendCredit: Int
+        /// Batches received whose credit we have not returned yet (pending delivery or ingested).
+        var batchesHeld = 0
+        /// Ingested batches whose credit is due to the peer: it rides on our next batch of the lane, or goes alone
+        /// (CREDIT, PRIORITY CREDIT) once it reaches the lane's `creditReturnBatches`.
+        var creditToReturn = 0
+        /// Delivered batches not yet reported `ingested`, oldest first.
+        var pending: [[DeliveredRecord]] = []
+        /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
+        /// batches in the order they were sent, so the newest batch it returns times a round trip plus the
+        /// receiver's work on that batch (`roundTripObserved`).
+        var sentAt: [Duration] = []
+
+        init(_ lane: SyncLane) { sendCredit = lane.windowBatches }
+    }
+    private var bulk = LaneFlow(.bulk)
+    /// The priority lane (docs/protocol.md §3.7): live records of priority authors only.
+    private var priority = LaneFlow(.priority)
+    /// Feeds of priority authors whose live records wait for the priority lane. A feed is never in this queue and
+    /// `pushQueue` at once, so each lane sends a feed in sequence order from `peerHeld` on.
+    private var priorityQueue = FeedQueue()
+    /// When the oldest record waiting in `priorityQueue` was queued (nil: none waits); it goes within `pushInterval`.
+    private var prioritySince: Duration?
+    /// Per author, the records it may still send on this link's priority lane: one over its rate is demoted to the
+    /// bulk lane (`Limits.syncPriorityAuthorRecordsPerSecond`). Entries only for authors that were priority.
+    private var priorityBuckets: [AuthorID: TokenBucket] = [:]
     /// Until when the next RECORDS waits: `pushInterval` after a batch that was not full (nil after a full one), so a
     /// burst shares frames.
     private var recordsHeldUntil: Duration?
@@ -127,7 +151,7 @@ public struct SyncSession<Source: RecordSource> {
     private var outgoingHeadFeeds = 0
 
     // MARK: Deliveries and the initial exchange
-    private var pendingDeliveries: [[DeliveredRecord]] = []
+    /// Bulk deliveries emitted and ingested (the initial exchange counts these; priority ones are live records).
     private var deliveriesEmitted = 0
     private var deliveriesIngested = 0
     /// Deliveries emitted before the peer's DONE arrived: caught up once they are all ingested.
@@ -148,10 +172,6 @@ public struct SyncSession<Source: RecordSource> {
     /// overstates.
     public private(set) var pushInterval: Duration
 
-    /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
-    /// batches in the order they were sent, so the newest batch it returns times a round trip plus the receiver's
-    /// work on that batch.
-    private var batchesSentAt: [Duration] = []
     /// When `start` sent our first summary: the peer's DONE answers it (it needs our whole summary and heads), so
     /// it times a round trip at the link's start, before any credit could.
     private var startedAt = Duration.zero
@@ -191,26 +211,39 @@ public struct SyncSession<Source: RecordSource> {
 
     /// The local node stored these records (its own, or ingested from any link, this one included), in the order
     /// it stored them. Those the peer is not known to hold are pushed to it, each at most once per link.
-    public mutating func localRecordsStored(_ records: [StoredRecord], now: Duration) -> [SyncAction] {
+    ///
+    /// New records of `priorityAuthors` (the node passes its own identity and its neighbours') go on the priority
+    /// lane, within each author's rate, unless their feed is queued on the bulk lane already; the rest go bulk.
+    public mutating func localRecordsStored(
+        _ records: [StoredRecord], priorityAuthors: Set<AuthorID> = [], now: Duration
+    ) -> [SyncAction] {
         guard beginInput(now) else { return [] }
+        // Buckets of authors no longer priority are forgotten (a fresh one starts full: at most one burst more).
+        if priorityBuckets.count > priorityAuthors.count {
+            priorityBuckets = priorityBuckets.filter { priorityAuthors.contains($0.key) }
+        }
         for record in records {
             if record.isForkEvidence {
                 relayEvidence(record)
             } else {
-                noteStored(record)
+                noteStored(record, priority: priorityAuthors.contains(record.author))
             }
         }
         return finish()
     }
 
-    /// The store's outcome for each record of the oldest `deliver` not yet reported, in the delivered order.
-    public mutating func ingested(_ outcomes: [SyncIngestOutcome], now: Duration) -> [SyncAction] {
+    /// The store's outcome for each record of the oldest `deliver` (or, for `.priority`, `deliverPriority`) not yet
+    /// reported, in the delivered order. Each lane's deliveries are reported in their own order.
+    public mutating func ingested(
+        _ outcomes: [SyncIngestOutcome], lane: SyncLane = .bulk, now: Duration
+    ) -> [SyncAction] {
         guard beginInput(now) else { return [] }
-        precondition(!pendingDeliveries.isEmpty, "ingested reported without a pending delivery")
-        let delivery = pendingDeliveries.removeFirst()
-        precondition(outcomes.count == delivery.count, "one outcome per delivered record")
-        deliveriesIngested += 1
-        for (record, outcome) in zip(delivery, outcomes) {
+        let delivery = self[flow: lane].pending.first
+        precondition(delivery != nil, "ingested reported without a pending delivery")
+        self[flow: lane].pending.removeFirst()
+        precondition(outcomes.count == delivery!.count, "one outcome per delivered record")
+        if lane == .bulk { deliveriesIngested += 1 }
+        for (record, outcome) in zip(delivery!, outcomes) {
             switch outcome {
             case .stored, .duplicate:
                 break
@@ -219,13 +252,15 @@ public struct SyncSession<Source: RecordSource> {
                 diverged.insert(record.feed)
                 walkBack(from: record)
             case .outOfOrder(let missingFrom):
+                // Also a gap across the lanes (the missing record still waits in a bulk delivery): the REQUEST costs
+                // a few copies, and holds when the node's causal buffer could not keep the record.
                 request(record.feed, from: missingFrom)
             case .rejected(let error):
                 close(.invalidRecord(error))
                 return finish()
             }
         }
-        creditToReturn += 1
+        self[flow: lane].creditToReturn += 1
         return finish()
     }
 
@@ -328,10 +363,19 @@ public struct SyncSession<Source: RecordSource> {
         guard phase == .running else { return nil }
         let timers = min(
             lastReceivedAt + Limits.syncSilenceTimeout, lastSentAt + Limits.syncHeartbeatInterval, nextAntiEntropyAt)
-        if sendCredit > 0, !pushQueue.isEmpty || !evidenceQueue.isEmpty, let held = pushHeldUntil {
-            return min(timers, held)
+        var deadline = timers
+        if bulk.sendCredit > 0, !pushQueue.isEmpty || !evidenceQueue.isEmpty, let held = pushHeldUntil {
+            deadline = min(deadline, held)
         }
-        return timers
+        if priority.sendCredit > 0, let held = priorityHeldUntil { deadline = min(deadline, held) }
+        return deadline
+    }
+
+    /// When the push interval lets the next PRIORITY RECORDS go, if it is holding them now: the oldest waiting
+    /// record goes once it has waited `pushInterval`, never longer than a live push on the bulk lane.
+    private var priorityHeldUntil: Duration? {
+        guard let since = prioritySince, since + pushInterval > now else { return nil }
+        return since + pushInterval
     }
 
     /// When the push interval lets the next RECORDS go, if it is holding them now.
@@ -372,11 +416,13 @@ public struct SyncSession<Source: RecordSource> {
                 livePushSince = nil
                 pushUrgent = false
             }
-            // Credit that no RECORDS carried goes alone once half the window is due.
-            if creditToReturn >= Limits.syncCreditReturnBatches {
-                send(.credit(creditToReturn))
-                batchesHeld -= creditToReturn
-                creditToReturn = 0
+            if priorityQueue.isEmpty { prioritySince = nil }
+            // Credit that no batch of its lane carried goes alone once half the lane's window is due.
+            for lane in SyncLane.allCases where self[flow: lane].creditToReturn >= lane.creditReturnBatches {
+                let due = self[flow: lane].creditToReturn
+                send(lane == .bulk ? .credit(due) : .priorityCredit(due))
+                self[flow: lane].batchesHeld -= due
+                self[flow: lane].creditToReturn = 0
             }
             if !doneSent, peerSummariesCompleted > 0, awaitingHeads.isEmpty, evidenceQueue.isEmpty,
                 pushQueue.isEmpty
@@ -396,10 +442,14 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     private func checkInvariants() {
-        assert((0...Limits.syncWindowBatches).contains(sendCredit), "credit within the window")
-        assert(batchesSentAt.count == Limits.syncWindowBatches - sendCredit, "one send time per outstanding batch")
-        assert((0...Limits.syncWindowBatches).contains(batchesHeld), "held batches within the window")
-        assert(pendingDeliveries.count + creditToReturn <= batchesHeld, "every held batch is pending or due")
+        for lane in SyncLane.allCases {
+            let flow = self[flow: lane]
+            assert((0...lane.windowBatches).contains(flow.sendCredit), "credit within the window")
+            assert(flow.sentAt.count == lane.windowBatches - flow.sendCredit, "one send time per outstanding batch")
+            assert((0...lane.windowBatches).contains(flow.batchesHeld), "held batches within the window")
+            assert(flow.pending.count + flow.creditToReturn <= flow.batchesHeld, "every held batch is pending or due")
+        }
+        assert(priorityQueue.members.isDisjoint(with: pushQueue.members), "a feed is queued in one lane at most")
         assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
         assert(evidenceKnown.count <= Limits.syncEvidenceTrackedMax)
         assert(prunedByUs.count <= Limits.syncPrunedFeedsMax && prunedByPeer.count <= Limits.syncPrunedFeedsMax)
@@ -427,10 +477,15 @@ public struct SyncSession<Source: RecordSource> {
         case .heads(let entries):
             for entry in entries { try handleHeads(entry) }
         case .records(let records, let credit):
-            try receiveCredit(credit)
-            try handleRecords(records)
+            try receiveCredit(credit, lane: .bulk)
+            try handleRecords(records, lane: .bulk)
+        case .priorityRecords(let records, let credit):
+            try receiveCredit(credit, lane: .priority)
+            try handleRecords(records, lane: .priority)
         case .credit(let batches):
-            try receiveCredit(batches)
+            try receiveCredit(batches, lane: .bulk)
+        case .priorityCredit(let batches):
+            try receiveCredit(batches, lane: .priority)
         case .request(let feed, let from):
             handleRequest(feed, from: from)
         case .done:
@@ -450,19 +505,28 @@ public struct SyncSession<Source: RecordSource> {
         }
     }
 
-    private mutating func receiveCredit(_ batches: Int) throws(SyncMessageError) {
-        guard sendCredit + batches <= Limits.syncWindowBatches else {
-            throw .unexpected("credit of \(batches) batches beyond the window")
+    private mutating func receiveCredit(_ batches: Int, lane: SyncLane) throws(SyncMessageError) {
+        guard self[flow: lane].sendCredit + batches <= lane.windowBatches else {
+            throw .unexpected("\(lane.prefix)credit of \(batches) batches beyond the \(lane.prefix)window")
         }
-        sendCredit += batches
+        self[flow: lane].sendCredit += batches
         guard batches > 0 else { return }
-        roundTripObserved(now - batchesSentAt[batches - 1])
-        batchesSentAt.removeFirst(batches)
+        roundTripObserved(now - self[flow: lane].sentAt[batches - 1])
+        self[flow: lane].sentAt.removeFirst(batches)
+    }
+
+    /// One lane's flow state.
+    private subscript(flow lane: SyncLane) -> LaneFlow {
+        get { lane == .bulk ? bulk : priority }
+        _modify {
+            if lane == .bulk { yield &bulk } else { yield &priority }
+        }
     }
 
     /// A batch went out and came back credited (or our first summary was answered by DONE) in `elapsed`: at least
-    /// one round trip, however busy either side was during the handshake. The push interval becomes what this round trip gives if that is less (the same rule
-    /// as for the handshake's duration, which is longer than a round trip), and never grows back.
+    /// one round trip, however busy either side was during the handshake. The push interval becomes what this round
+    /// trip gives if that is less (the same rule as for the handshake's duration, which is longer than a round
+    /// trip), and never grows back.
     private mutating func roundTripObserved(_ elapsed: Duration) {
         let lowered = Limits.syncPushInterval(upTo: pushInterval, handshake: elapsed)
         guard lowered < pushInterval else { return }
@@ -532,7 +596,7 @@ public struct SyncSession<Source: RecordSource> {
             let held = peerHeld[feed] ?? 0
             peerHeld[feed] = held
             if head.sequence > held, !diverged.contains(feed) {
-                pushQueue.add(feed)
+                queueBulk(feed)
                 pushUrgent = true
                 queued = true
             }
@@ -657,7 +721,7 @@ public struct SyncSession<Source: RecordSource> {
                 diverged.insert(feed)
                 if let record = ownRecord(feed, at: head.sequence) { queueEvidence(record.bytes, id: record.id, feed) }
             } else if head.sequence > held {
-                pushQueue.add(feed)
+                queueBulk(feed)
                 pushUrgent = true
             }
         }
@@ -666,11 +730,11 @@ public struct SyncSession<Source: RecordSource> {
 
     // MARK: Records
 
-    private mutating func handleRecords(_ records: [Record]) throws(SyncMessageError) {
-        guard batchesHeld < Limits.syncWindowBatches else {
-            throw .unexpected("a batch beyond the \(Limits.syncWindowBatches)-batch window")
+    private mutating func handleRecords(_ records: [Record], lane: SyncLane) throws(SyncMessageError) {
+        guard self[flow: lane].batchesHeld < lane.windowBatches else {
+            throw .unexpected("a \(lane.prefix)batch beyond the \(lane.windowBatches)-batch \(lane.prefix)window")
         }
-        batchesHeld += 1
+        self[flow: lane].batchesHeld += 1
         var delivered = [DeliveredRecord]()
         delivered.reserveCapacity(records.count)
         for record in records {
@@ -691,7 +755,11 @@ public struct SyncSession<Source: RecordSource> {
         let order = delivered.indices.sorted {
             (delivered[$0].feed, delivered[$0].sequence, $0) < (delivered[$1].feed, delivered[$1].sequence, $1)
         }
-        pendingDeliveries.append(order.map { delivered[$0] })
+        self[flow: lane].pending.append(order.map { delivered[$0] })
+        guard lane == .bulk else {
+            actions.append(.deliverPriority(order.map { records[$0].bytes }))
+            return
+        }
         deliveriesEmitted += 1
         recordsReceived += records.count
         actions.append(.deliver(order.map { records[$0].bytes }))
@@ -700,10 +768,17 @@ public struct SyncSession<Source: RecordSource> {
         }
     }
 
-    /// Sends batches while credit lasts: evidence first, then the queued feeds from what the peer holds on, a chunk
-    /// of `readChunkRecords` from each feed in turn.
+    /// Sends batches while credit lasts: the priority lane first, then on the bulk lane evidence, then the queued
+    /// feeds from what the peer holds on, a chunk of `readChunkRecords` from each feed in turn.
     private mutating func pump() {
-        while sendCredit > 0 {
+        while priority.sendCredit > 0, !priorityQueue.isEmpty, priorityHeldUntil == nil {
+            var batch = [[UInt8]]()
+            var bytes = 0
+            fill(&batch, bytes: &bytes, lane: .priority)
+            guard !batch.isEmpty else { break }
+            sendBatch(batch, lane: .priority)
+        }
+        while bulk.sendCredit > 0 {
             if pushHeldUntil != nil { break }
             var batch = [[UInt8]]()
             var bytes = 0
@@ -713,48 +788,86 @@ public struct SyncSession<Source: RecordSource> {
                 batch.append(evidenceQueue.removeFirst())
                 bytes += next.count
             }
-            feeds: while batch.count < Limits.syncBatchRecordsMax, let feed = pushQueue.front {
-                if diverged.contains(feed) {
-                    pushQueue.popFront()
-                    continue
-                }
-                let held = peerHeld[feed] ?? 0
-                // Read in small chunks: a batch may fill by bytes after a few large records.
-                let wanted = min(Limits.syncBatchRecordsMax - batch.count, Self.readChunkRecords)
-                let records = source.records(
-                    conversation: feed.conversation, author: feed.author, from: held + 1, limit: wanted)
-                var taken = 0
-                for record in records {
-                    guard bytes + record.count <= Limits.syncBatchBytesMax else { break }
-                    batch.append(record)
-                    bytes += record.count
-                    taken += 1
-                }
-                peerHeld[feed] = held + UInt64(taken)
-                if taken < records.count { break feeds }  // the batch is full by bytes
-                if records.count < wanted {
-                    pushQueue.popFront()  // the feed is exhausted
-                } else {
-                    // More to come: the next chunk is another feed's, so feeds that depend on each other arrive
-                    // side by side and the receiver can apply as it stores instead of after the last feed.
-                    pushQueue.rotateFront()
-                }
-            }
+            fill(&batch, bytes: &bytes, lane: .bulk)
             guard !batch.isEmpty else { break }
-            actions.append(.send(SyncMessage.encodeRecords(batch, credit: creditToReturn)))
-            batchesHeld -= creditToReturn
-            creditToReturn = 0
-            lastSentAt = now
+            sendBatch(batch, lane: .bulk)
             let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
             recordsHeldUntil = full ? nil : now + pushInterval
-            sendCredit -= 1
-            batchesSentAt.append(now)
         }
+    }
+
+    /// Sends one batch of `lane`, with the lane's credit that is due.
+    private mutating func sendBatch(_ batch: [[UInt8]], lane: SyncLane) {
+        let credit = self[flow: lane].creditToReturn
+        actions.append(.send(SyncMessage.encodeRecords(batch, credit: credit, lane: lane)))
+        self[flow: lane].batchesHeld -= credit
+        self[flow: lane].creditToReturn = 0
+        self[flow: lane].sendCredit -= 1
+        self[flow: lane].sentAt.append(now)
+        lastSentAt = now
+    }
+
+    /// Adds records to `batch` from the lane's queued feeds, each from what the peer holds on, a chunk of at most
+    /// `readChunkRecords` from each feed in turn, until the lane's caps. On the priority lane each record takes a
+    /// token of its author's bucket; an author out of tokens has its feed moved to the bulk lane.
+    private mutating func fill(_ batch: inout [[UInt8]], bytes: inout Int, lane: SyncLane) {
+        let queue: WritableKeyPath<Self, FeedQueue> = lane == .bulk ? \.pushQueue : \.priorityQueue
+        while batch.count < lane.batchRecordsMax, let feed = self[keyPath: queue].front {
+            if diverged.contains(feed) {
+                self[keyPath: queue].popFront()
+                continue
+            }
+            let held = peerHeld[feed] ?? 0
+            // Read in small chunks: a batch may fill by bytes after a few large records.
+            let wanted = min(lane.batchRecordsMax - batch.count, Self.readChunkRecords)
+            let records = source.records(
+                conversation: feed.conversation, author: feed.author, from: held + 1, limit: wanted)
+            var taken = 0
+            var demoted = false
+            for record in records {
+                guard bytes + record.count <= lane.batchBytesMax else { break }
+                if lane == .priority, !takePriorityToken(feed.author) {
+                    demoted = true
+                    break
+                }
+                batch.append(record)
+                bytes += record.count
+                taken += 1
+            }
+            peerHeld[feed] = held + UInt64(taken)
+            if demoted {
+                priorityQueue.popFront()
+                queueLive(feed)
+                continue
+            }
+            if taken < records.count { return }  // the batch is full by bytes
+            if records.count < wanted {
+                self[keyPath: queue].popFront()  // the feed is exhausted
+            } else {
+                // More to come: the next chunk is another feed's, so feeds that depend on each other arrive
+                // side by side and the receiver can apply as it stores instead of after the last feed.
+                self[keyPath: queue].rotateFront()
+            }
+        }
+    }
+
+    /// Takes one of `author`'s priority tokens at `now`; false when it is over its rate.
+    private mutating func takePriorityToken(_ author: AuthorID) -> Bool {
+        var bucket =
+            priorityBuckets[author]
+            ?? TokenBucket(
+                capacity: Limits.syncPriorityAuthorRecordsBurst,
+                refillPerSecond: Limits.syncPriorityAuthorRecordsPerSecond, now: now)
+        let taken = bucket.takeIfAvailable(now: now)
+        priorityBuckets[author] = bucket
+        return taken
     }
 
     // MARK: Live push, requests, evidence
 
-    private mutating func noteStored(_ record: StoredRecord) {
+    /// A record the node stored: pushed live on the priority lane when `priority` and its feed is not queued on the
+    /// bulk lane already, else on the bulk lane.
+    private mutating func noteStored(_ record: StoredRecord, priority: Bool) {
         let feed = record.feed
         guard !diverged.contains(feed), !prunedByPeer.contains(feed) else { return }
         let held: UInt64
@@ -776,8 +889,25 @@ public struct SyncSession<Source: RecordSource> {
         }
         guard record.sequence > held else { return }
         peerHeld[feed] = held
-        pushQueue.add(feed)
+        if priority, !pushQueue.contains(feed) {
+            priorityQueue.add(feed)
+            if prioritySince == nil { prioritySince = now }
+        } else {
+            queueLive(feed)
+        }
+    }
+
+    /// Queues `feed` on the bulk lane as a live push (it waits up to `pushInterval` for others to share its batch).
+    private mutating func queueLive(_ feed: FeedKey) {
+        queueBulk(feed)
         if livePushSince == nil { livePushSince = now }
+    }
+
+    /// Queues `feed` on the bulk lane, taking it off the priority lane if it waits there: what the initial exchange,
+    /// a REQUEST or a demotion sends is bulk.
+    private mutating func queueBulk(_ feed: FeedKey) {
+        priorityQueue.remove(feed)
+        pushQueue.add(feed)
     }
 
     /// Relays fork evidence the node stored, with our record at the same position, so the peer sees the fork
@@ -785,7 +915,7 @@ public struct SyncSession<Source: RecordSource> {
     private mutating func relayEvidence(_ record: StoredRecord) {
         let id = RecordID.of(record.bytes)
         // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
-        guard !pendingDeliveries.contains(where: { $0.contains { $0.id == id } }) else { return }
+        guard !(bulk.pending + priority.pending).contains(where: { $0.contains { $0.id == id } }) else { return }
         queueEvidence(record.bytes, id: id, record.feed)
         if let ours = ownRecord(record.feed, at: record.sequence) {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
@@ -848,7 +978,7 @@ public struct SyncSession<Source: RecordSource> {
             head.sequence >= from
         else { return }
         peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
-        pushQueue.add(feed)
+        queueBulk(feed)
         pushUrgent = true
     }
 }
@@ -857,10 +987,18 @@ public struct SyncSession<Source: RecordSource> {
 struct FeedQueue {
     private var items: [FeedKey] = []
     private var head = 0
-    private var members: Set<FeedKey> = []
+    private(set) var members: Set<FeedKey> = []
 
     var isEmpty: Bool { head == items.count }
     var front: FeedKey? { isEmpty ? nil : items[head] }
+
+    func contains(_ feed: FeedKey) -> Bool { members.contains(feed) }
+
+    /// Takes `feed` out of the queue, wherever it is (linear: for short queues).
+    mutating func remove(_ feed: FeedKey) {
+        guard members.remove(feed) != nil, let index = items[head...].firstIndex(of: feed) else { return }
+        items.remove(at: index)
+    }
 
     /// Appends `feed` unless it is queued already.
     mutating func add(_ feed: FeedKey) {
