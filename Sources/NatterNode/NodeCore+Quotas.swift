@@ -31,6 +31,7 @@ extension NodeCore {
         guard let at = evicted[conversation] else { return false }
         if wallClockMillis(now) - at < Self.millis(configuration.quotas.evictionMemory) { return true }
         evicted[conversation] = nil
+        evictedAgain.remove(conversation)
         return false
     }
 
@@ -45,6 +46,7 @@ extension NodeCore {
 
     func forgetEviction(_ conversation: ConversationID) {
         evicted[conversation] = nil
+        evictedAgain.remove(conversation)
         try? store.forgetEviction(conversation)
     }
 
@@ -102,6 +104,8 @@ extension NodeCore {
         let victims = enforcement.evicted
         guard !victims.isEmpty else { return [] }
         for conversation in victims {
+            // Back through its neighbours' feeds and over the quota again: from now on nothing of it is taken.
+            if isEvicted(conversation, now: now) { evictedAgain.insert(conversation) }
             evicted[conversation] = nowMillis
             conversations.forgetCache(of: conversation)
             dropBuffered(conversation)
@@ -109,6 +113,7 @@ extension NodeCore {
         if evicted.count > quotas.evictionsRememberedMax {
             let keep = evicted.sorted { ($0.value, $0.key) > ($1.value, $1.key) }.prefix(quotas.evictionsRememberedMax)
             evicted = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+            evictedAgain = evictedAgain.filter { evicted[$0] != nil }
         }
         let first = conversationsEvicted == 0
         conversationsEvicted += victims.count

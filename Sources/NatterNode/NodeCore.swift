@@ -139,8 +139,12 @@ public final class NodeCore {
     /// Deliveries the ingest quotas hold back, per link and lane in order, and when the next check is due. At most
     /// a sync window's worth per link and lane: the session returns no credit for them, so the sender waits.
     private var heldDeliveries: [LaneKey: (deliveries: [[[UInt8]]], until: Duration)] = [:]
-    /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked.
+    /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
+    /// except those of this node's neighbours (`priorityAuthors`) — unless the conversation is in `evictedAgain`.
     var evicted: [ConversationID: Int64] = [:]
+    /// Evicted conversations that were evicted again while remembered: even their neighbours' feeds alone do not fit
+    /// the relay quota, so every record of theirs is refused (no fetch-and-evict loop).
+    var evictedAgain: Set<ConversationID> = []
     /// When the relay quota is next checked (nil: nothing stored since the last check).
     var relayCheckAt: Duration?
     /// Relay-only usage as last measured plus what was stored since: passing the quota checks it at once. Nil until
@@ -548,17 +552,23 @@ public final class NodeCore {
     ) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
         // Records of evicted conversations are refused unchecked (reported as held, so the session does not ask
-        // again), except a commit that invites this node: the eviction is forgotten and the conversation fetched.
+        // again), except a commit that invites this node (the eviction is forgotten and the conversation fetched)
+        // and the records of this node's neighbours: a flood that got a conversation evicted (junk feeds this
+        // relay cannot tell from real ones) does not cut the chat of the relay's own neighbours through it — their
+        // feeds come back whole (a gap: the session asks for them from the start), the junk stays refused.
         var refused = Set<Int>()
         var invitations = [Record]()
+        var neighbours: Set<AuthorID>?
         for (index, header) in headers.enumerated() {
             guard let header, isEvicted(header.conversation, now: now) else { continue }
             if header.kind == .commit, let invitation = invitation(records[index]) {
                 forgetEviction(header.conversation)
                 invitations.append(invitation)
-            } else {
-                refused.insert(index)
+                continue
             }
+            if neighbours == nil { neighbours = priorityAuthors }
+            if !evictedAgain.contains(header.conversation), neighbours!.contains(header.author) { continue }
+            refused.insert(index)
         }
         let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
         let storeReport: IngestReport

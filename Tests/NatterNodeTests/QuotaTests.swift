@@ -132,7 +132,7 @@ struct QuotaCoreTests {
         #expect(notices.count == 1, "one line for the flooding peer, not one per record or delivery")
     }
 
-    @Test("a relay evicts whole conversations it is not in, does not fetch them again, and an invitation brings one back")
+    @Test("a relay evicts conversations it is not in, takes neighbours' feeds back once, and an invitation back")
     func evictionAndInvitation() throws {
         var quotas = QuotaConfiguration()
         quotas.relayConversationsMax = 0
@@ -153,10 +153,17 @@ struct QuotaCoreTests {
         #expect(try bob.conversations.conversationList().contains { $0.id == group && $0.isMember })
         #expect(try relay.store.evictedConversations(sinceMillis: 0).keys.contains(group))
         #expect(try relay.store.feeds().allSatisfy { $0.conversation != group })
+        // A neighbour's records still come in (a flood's junk must not cut the relay's neighbours off), its feed
+        // whole from the start; with a quota of no conversation at all they do not fit either: evicted again, and
+        // from then on nothing of the conversation is taken. "first" reached Bob on the way (pushed on before the
+        // check).
+        #expect(!relay.evictedAgain.contains(group))
         net.publish(alice, try alice.conversations.send("first", in: group, now: 11))
         net.advance(.seconds(2))
-        #expect(try held(relay, group) == 0, "refused unchecked once evicted")
-        #expect(try bob.conversations.history(group).compactMap(\.text).isEmpty, "Bob is reached only through the relay")
+        #expect(try held(relay, group) == 0, "evicted again")
+        #expect(relay.evictedAgain.contains(group))
+        #expect(relay.conversationsEvicted == 2)
+        #expect(try bob.conversations.history(group).compactMap(\.text) == ["first"])
         // Profile feeds are not relay conversations: kept.
         #expect(try relay.store.conversationIDs().contains(.profileFeed(of: alice.identity.author)))
 
@@ -167,6 +174,7 @@ struct QuotaCoreTests {
         #expect(relay.connectedPeers.count == 2)
         #expect(try held(relay, group) == 0)
         #expect(net.framesSent - frames < 200, "quiet rounds, not a fetch loop: \(net.framesSent - frames) frames")
+        #expect(try bob.conversations.history(group).compactMap(\.text) == ["first"], "Bob is reached only through the relay")
 
         // Alice invites the relay's owner: the commit that adds it is checked, the eviction forgotten, and the
         // whole conversation fetched.
@@ -179,6 +187,54 @@ struct QuotaCoreTests {
         #expect(try held(relay, group) == held(alice, group), "a member conversation is never evicted")
         // Now a member, the relay serves Bob what it refused before.
         #expect(try bob.conversations.history(group).compactMap(\.text).suffix(2) == ["first", "second"])
+    }
+}
+
+extension QuotaCoreTests {
+    @Test("junk that gets two neighbours' chat evicted at their relay does not cut the chat; the junk stays refused")
+    func floodedChatSurvivesEviction() throws {
+        var quotas = QuotaConfiguration()
+        quotas.relayBytesMax = 256 << 10
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 61)
+        let relay = try net.add("Relay", seed: 62, quotas: quotas)
+        let bob = try net.add("Bob", seed: 63)
+        let flooder = try net.add("Flooder", seed: 64)
+        for node in [alice, bob, flooder] { net.connect(node, relay) }
+        net.run()
+        let chat = try alice.conversations.createGroup(title: "Through the relay", members: [bob.identity.author], now: 10)
+        net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: chat), now: net.now))
+        net.run()
+        net.publish(alice, try alice.conversations.send("before", in: chat, now: 11))
+        #expect(try bob.conversations.history(chat).compactMap(\.text) == ["before"])
+        // Junk feeds in the chat, from throwaway authors behind the flooder: 600 KiB, past the relay's byte quota.
+        let junk = try floodRecords(conversation: chat, authors: 10, perAuthor: 300, seed: 65)
+        _ = try flooder.store.ingest(junk.map(\.bytes), receivedAtMillis: 1)
+        net.perform(net.index(flooder), flooder.published(junk, now: net.now))
+        net.run()
+        for _ in 0..<3 { net.advance(.seconds(1)) }
+        #expect(relay.conversationsEvicted >= 1)
+        #expect(try relay.store.evictedConversations(sinceMillis: 0).keys.contains(chat))
+        #expect(!relay.evictedAgain.contains(chat))
+        // The chat goes on through the relay: Alice's and Bob's feeds come back whole, the junk does not.
+        net.publish(alice, try alice.conversations.send("after", in: chat, now: 12))
+        net.advance(.seconds(1))
+        #expect(try bob.conversations.history(chat).compactMap(\.text) == ["before", "after"])
+        net.publish(bob, try bob.conversations.send("reply", in: chat, now: 13))
+        net.advance(.seconds(1))
+        #expect(try alice.conversations.history(chat).compactMap(\.text) == ["before", "after", "reply"])
+        let junkAuthors = Set(junk.map(\.header.author))
+        let held = try relay.store.feeds(of: chat)
+        #expect(held.allSatisfy { !junkAuthors.contains($0.author) }, "no junk feed came back")
+        #expect(held.contains { $0.author == alice.identity.author && $0.stored >= 3 }, "Alice's feed, whole")
+        #expect(try relay.store.relayUsage(member: relay.identity.author).reduce(0) { $0 + $1.bytes } <= quotas.relayBytesMax)
+        // More junk is refused unchecked, and the chat stays.
+        let more = try floodRecords(conversation: chat, authors: 10, perAuthor: 20, seed: 66)
+        _ = try flooder.store.ingest(more.map(\.bytes), receivedAtMillis: 1)
+        net.perform(net.index(flooder), flooder.published(more, now: net.now))
+        for _ in 0..<3 { net.advance(.seconds(1)) }
+        #expect(try relay.store.feeds(of: chat).allSatisfy { !junkAuthors.contains($0.author) })
+        #expect(!relay.evictedAgain.contains(chat))
     }
 }
 
