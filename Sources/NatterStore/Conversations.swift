@@ -39,7 +39,9 @@ public struct ConversationSnapshot: Sendable {
 
     /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
     public var lockedOut: Bool {
-        engine.entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
+        // Every send asks: nothing unreadable (the usual case) answers without walking the history.
+        guard !state.unreadable.isEmpty else { return false }
+        return engine.entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
     }
 }
 

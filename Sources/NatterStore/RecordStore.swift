@@ -81,11 +81,13 @@ public final class RecordStore: Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
             var result: T?
+            let changesBefore = db.totalChangesCount
             try db.inTransaction(.immediate) {
                 result = try updates(db)
                 return .commit
             }
-            if deferred { deferredCommits.withLock { $0 = true } }
+            // A transaction that changed nothing (every record a duplicate) wrote nothing to make durable.
+            if deferred && db.totalChangesCount != changesBefore { deferredCommits.withLock { $0 = true } }
             return result!
         }
     }
@@ -164,17 +166,26 @@ public final class RecordStore: Sendable {
         // whole encoding): it is a duplicate without decoding or checking its signature again. Gossip delivers
         // most records more than once, so this skips most signature checks on a busy group.
         let ids = batch.map { RecordID.of($0) }
+        // A few records (a live message): checked on this thread inside the write transaction, so their
+        // duplicates are looked up there too — one trip to the database on the send → shown path, not two.
+        if batch.count < Self.parallelVerifyThreshold {
+            var stored = Set<Int>()
+            let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+            do {
+                result = try write(durability) { db in
+                    stored = try Self.storedIndices(of: ids, in: db)
+                    return try Self.store(
+                        batch.indices.filter { !stored.contains($0) }.map { batch[$0] }, verification: nil, in: db,
+                        receivedAtMillis: receivedAtMillis)
+                }
+            } catch {
+                throw .database("\(error)")
+            }
+            return Self.report(ids: ids, stored: stored, result)
+        }
         let stored: Set<Int>
         do {
-            stored = try writer.read { db in
-                let statement = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
-                var found = Set<Int>()
-                for (index, id) in ids.enumerated()
-                where try Int.fetchOne(statement, arguments: [Data(id.bytes)]) != nil {
-                    found.insert(index)
-                }
-                return found
-            }
+            stored = try writer.read { db in try Self.storedIndices(of: ids, in: db) }
         } catch {
             throw .database("\(error)")
         }
@@ -185,34 +196,62 @@ public final class RecordStore: Sendable {
             ? ParallelVerification(fresh, workerCount: ProcessInfo.processInfo.activeProcessorCount) : nil
         let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
         do {
-            let write = { (db: Database) in
-                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
-                var outcomes = [IngestOutcome]()
-                outcomes.reserveCapacity(fresh.count)
-                func take(_ decoded: Result<NatterModel.Record, RecordFormatError>) throws {
-                    switch decoded {
-                    case .success(let record): outcomes.append(try session.store(record))
-                    case .failure(let error): outcomes.append(.rejected(error))
-                    }
-                }
-                if let verification {
-                    try verification.forEachInOrder(take)
-                } else {
-                    for bytes in fresh {
-                        try take(Result { () throws(RecordFormatError) in try .decodeVerified(bytes) })
-                    }
-                }
-                let (applied, rebuilt) = try session.finish()
-                return (outcomes, applied, rebuilt)
+            result = try write(durability) { db in
+                try Self.store(fresh, verification: verification, in: db, receivedAtMillis: receivedAtMillis)
             }
-            result = try durability == .synced ? writer.write(write) : writeUnsynced(write, deferred: true)
         } catch {
             throw .database("\(error)")
         }
-        // Back in input order: the copies already stored, and the outcomes of the rest.
+        return Self.report(ids: ids, stored: stored, result)
+    }
+
+    /// Indices of the ids the log holds already.
+    private static func storedIndices(of ids: [RecordID], in db: Database) throws -> Set<Int> {
+        let statement = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
+        var found = Set<Int>()
+        for (index, id) in ids.enumerated() where try Int.fetchOne(statement, arguments: [Data(id.bytes)]) != nil {
+            found.insert(index)
+        }
+        return found
+    }
+
+    /// Verifies (with `verification`, or here one after the other) and stores `fresh` in one transaction.
+    private static func store(
+        _ fresh: [[UInt8]], verification: ParallelVerification?, in db: Database, receivedAtMillis: Int64
+    ) throws -> (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID]) {
+        var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+        var outcomes = [IngestOutcome]()
+        outcomes.reserveCapacity(fresh.count)
+        func take(_ decoded: Result<NatterModel.Record, RecordFormatError>) throws {
+            switch decoded {
+            case .success(let record): outcomes.append(try session.store(record))
+            case .failure(let error): outcomes.append(.rejected(error))
+            }
+        }
+        if let verification {
+            try verification.forEachInOrder(take)
+        } else {
+            for bytes in fresh {
+                try take(Result { () throws(RecordFormatError) in try .decodeVerified(bytes) })
+            }
+        }
+        let (applied, rebuilt) = try session.finish()
+        return (outcomes, applied, rebuilt)
+    }
+
+    /// The report in input order: the copies already stored, and the outcomes of the rest.
+    private static func report(
+        ids: [RecordID], stored: Set<Int>, _ result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+    ) -> IngestReport {
         var freshOutcomes = result.outcomes.makeIterator()
-        let outcomes = batch.indices.map { stored.contains($0) ? .duplicate(ids[$0]) : freshOutcomes.next()! }
+        let outcomes = ids.indices.map { stored.contains($0) ? .duplicate(ids[$0]) : freshOutcomes.next()! }
         return IngestReport(outcomes: outcomes, applied: result.applied, rebuilt: result.rebuilt)
+    }
+
+    /// One ingest transaction, fsynced at commit (`.synced`) or not (`.deferred`: remembered for `syncDeferred`
+    /// when it changed anything).
+    private func write<T>(_ durability: IngestDurability, _ updates: (Database) throws -> T) throws -> T {
+        durability == .synced ? try writer.write(updates) : try writeUnsynced(updates, deferred: true)
     }
 
     /// Below this many records a batch is checked on the calling thread (a live message: no hand-off to other
