@@ -38,11 +38,7 @@ public struct ConversationSnapshot: Sendable {
     let engine: ConversationEngine
 
     /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
-    public var lockedOut: Bool {
-        // Every send asks: nothing unreadable (the usual case) answers without walking the history.
-        guard !state.unreadable.isEmpty else { return false }
-        return engine.entries.contains { $0.header.kind == .commit && state.unreadable.contains($0.id) }
-    }
+    public var lockedOut: Bool { engine.hasUnreadableCommit }
 }
 
 /// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.
@@ -97,12 +93,7 @@ public final class Conversations: Sendable {
         guard state.exists, state.members[me] != nil else { return [] }
         // Every commit must be readable here: one sealed without us (a concurrent add) may be what made an author
         // a member, and judging without it would call an honest feed junk.
-        guard
-            state.unreadable.isEmpty
-                || !snapshot.engine.entries.contains(where: {
-                    $0.header.kind == .commit && state.unreadable.contains($0.id)
-                })
-        else { return [] }
+        guard !snapshot.engine.hasUnreadableCommit else { return [] }
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
         for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }

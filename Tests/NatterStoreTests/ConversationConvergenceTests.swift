@@ -112,30 +112,43 @@ struct ConversationConvergenceTests {
         let records = try member.store.appliedRecords(of: conversation)
         let reader = ConversationReader(member: member.id, keyPair: member.identity.encryption)
         let entries = reader.read(records).entries
-        var remaining = entries
-        var included = [AuthorID: UInt64]()
-        var fed = [ConversationEntry]()
-        var engine = ConversationEngine(context: context)
-        while !remaining.isEmpty {
-            var batch = [ConversationEntry]()
-            for _ in 0..<Int.random(in: 1...5, using: &rng) {
-                let eligible = remaining.indices.filter { index in
-                    let header = remaining[index].header
-                    return included[header.author, default: 0] == header.sequence - 1
-                        && header.dependencies.allSatisfy { included[$0.author, default: 0] >= $0.sequence }
+        /// Feeds `all` in a random causal order, in random batches, checking against a derivation from scratch.
+        func feedInCausalOrder(_ all: [ConversationEntry], _ engine: inout ConversationEngine) -> String? {
+            var remaining = all
+            var included = [AuthorID: UInt64]()
+            var fed = [ConversationEntry]()
+            while !remaining.isEmpty {
+                var batch = [ConversationEntry]()
+                for _ in 0..<Int.random(in: 1...5, using: &rng) {
+                    let eligible = remaining.indices.filter { index in
+                        let header = remaining[index].header
+                        return included[header.author, default: 0] == header.sequence - 1
+                            && header.dependencies.allSatisfy { included[$0.author, default: 0] >= $0.sequence }
+                    }
+                    guard let pick = eligible.randomElement(using: &rng) else { break }
+                    let entry = remaining.remove(at: pick)
+                    included[entry.author] = entry.header.sequence
+                    batch.append(entry)
                 }
-                guard let pick = eligible.randomElement(using: &rng) else { break }
-                let entry = remaining.remove(at: pick)
-                included[entry.author] = entry.header.sequence
-                batch.append(entry)
+                if batch.isEmpty { return "no causal order for the remaining \(remaining.count) records" }
+                fed += batch
+                engine.add(batch)
+                if engine.state != ConversationRules.derive(fed, context: context) {
+                    return "incremental state differs from a rebuild after \(fed.count) of \(all.count) records"
+                }
             }
-            if batch.isEmpty { return "no causal order for the remaining \(remaining.count) records" }
-            fed += batch
-            engine.add(batch)
-            if engine.state != ConversationRules.derive(fed, context: context) {
-                return "incremental state differs from a rebuild after \(fed.count) of \(entries.count) records"
-            }
+            return nil
         }
+        var engine = ConversationEngine(context: context)
+        if let problem = feedInCausalOrder(entries, &engine) { return problem }
+        // The same with a fifth of the content unreadable here (records without their key, or a flood's junk):
+        // those that arrive after later-sorting entries are taken in without a re-derivation (`absorbLate`).
+        let partlyUnreadable = entries.map { entry -> ConversationEntry in
+            guard case .content = entry.body, Int.random(in: 0..<5, using: &rng) == 0 else { return entry }
+            return ConversationEntry(id: entry.id, header: entry.header, body: .unreadable)
+        }
+        var unreadableEngine = ConversationEngine(context: context)
+        if let problem = feedInCausalOrder(partlyUnreadable, &unreadableEngine) { return "partly unreadable: \(problem)" }
         // In display order (how new records usually arrive) the engine only appends: it re-derives solely when a
         // removal retracts lines already accepted.
         var ordered = ConversationEngine(context: context)

@@ -85,3 +85,8 @@ public struct ConversationContext: Sendable {
         }
     }
 }
+
+extension ConversationEntry {
+    /// Whether this identity has no key for it (`Body.unreadable`).
+    public var isUnreadable: Bool { if case .unreadable = body { true } else { false } }
+}

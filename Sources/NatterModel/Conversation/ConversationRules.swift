@@ -46,8 +46,10 @@ public struct ConversationEngine: Sendable {
 
     public var state: ConversationState { derivation.state }
     public var context: ConversationContext { derivation.context }
-    /// Every entry added so far, in display order.
-    public var entries: [ConversationEntry] { derivation.processed }
+    /// Every entry added so far: in display order, then the unreadable ones that arrived late (`add`).
+    public var entries: [ConversationEntry] { derivation.processed + derivation.lateUnreadable }
+    /// Whether a commit cannot be read here (sealed without this identity: removed, or left out of a new epoch).
+    public var hasUnreadableCommit: Bool { derivation.unreadableCommits > 0 }
 
     /// Where the log of changed lines stands now (see `changes(since:)`).
     public var changeCursor: ChangeCursor {
@@ -81,6 +83,14 @@ public struct ConversationEngine: Sendable {
         }
         guard changed || !fresh.isEmpty else { return false }
         let last = derivation.processed.last?.position
+        // Entries this identity cannot read that sort before what was processed (concurrent records, e.g. a flood's
+        // junk feeds) only join `state.unreadable`, whatever their position: taken in without re-deriving
+        // everything, which every such arrival would otherwise cost.
+        if !changed, let last, fresh.contains(where: { $0.position < last && $0.isUnreadable }) {
+            derivation.absorbLate(fresh.filter { $0.position < last && $0.isUnreadable })
+            fresh.removeAll { $0.position < last && $0.isUnreadable }
+            guard !fresh.isEmpty else { return false }
+        }
         if changed || (last != nil && fresh[0].position < last!) || !derivation.canAppend(fresh) {
             rebuild()
             return true
@@ -209,6 +219,10 @@ struct Derivation: Sendable {
     let context: ConversationContext
     /// Every entry processed, in order.
     private(set) var processed: [ConversationEntry] = []
+    /// Unreadable entries that sorted before `processed`'s last when they arrived (`absorbLate`), in arrival order.
+    private(set) var lateUnreadable: [ConversationEntry] = []
+    /// Unreadable commits among the entries (`ConversationEngine.hasUnreadableCommit`).
+    private(set) var unreadableCommits = 0
     var state = ConversationState()
     var valid: [ValidControl] = []
     var displayed: [RecordID: Int64] = [:]
@@ -267,6 +281,7 @@ struct Derivation: Sendable {
                 checkControl(entry, operation, opening)
             case .unreadable:
                 state.unreadable.insert(entry.id)
+                if entry.header.kind == .commit { unreadableCommits += 1 }
             case .malformed(let reason):
                 state.rejected[entry.id] = "malformed: \(reason)"
             case .content:
@@ -302,6 +317,19 @@ struct Derivation: Sendable {
     // MARK: - Display times
 
     /// Creation times clamped to be monotone along causality: max(own, predecessors').
+    /// Takes in unreadable entries that sort before entries already processed, as a derivation over everything
+    /// would: an unreadable entry only joins `state.unreadable` (it is no control, no content, no item), and no
+    /// processed entry depends on it (the store applies a record only after its dependencies), so its display time
+    /// comes from its own dependencies, all here already.
+    mutating func absorbLate(_ entries: [ConversationEntry]) {
+        computeDisplayTimes(entries)
+        lateUnreadable += entries
+        for entry in entries {
+            state.unreadable.insert(entry.id)
+            if entry.header.kind == .commit { unreadableCommits += 1 }
+        }
+    }
+
     mutating func computeDisplayTimes(_ batch: [ConversationEntry]) {
         for entry in batch {
             bySequence[entry.author, default: [:]][entry.header.sequence] = entry.id
