@@ -63,6 +63,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("New records accepted per second from one author (default 500, burst 5000).", valueName: "N"))
     var authorRecordRate: Double?
 
+    @Option(
+        help: ArgumentHelp(
+            "Neighbours' live records accepted per second from one peer's priority lane (default 200, burst 1000).",
+            valueName: "N"))
+    var peerPriorityRate: Double?
+
     @Option(help: ArgumentHelp("Conversations held only as a relay, at most (default 256).", valueName: "N"))
     var relayConversations: Int?
 
@@ -80,6 +86,10 @@ struct RunCommand: AsyncParsableCommand {
             quotas.authorRecordsPerSecond = authorRecordRate
             quotas.authorRecordsBurst = max(1, Int(authorRecordRate * 10))
         }
+        if let peerPriorityRate {
+            quotas.peerPriorityRecordsPerSecond = peerPriorityRate
+            quotas.peerPriorityRecordsBurst = max(1, Int(peerPriorityRate * 5))
+        }
         if let relayConversations { quotas.relayConversationsMax = relayConversations }
         if let relayMib { quotas.relayBytesMax = relayMib << 20 }
         return quotas
@@ -95,7 +105,10 @@ struct RunCommand: AsyncParsableCommand {
         if let sendRate, !(sendRate >= 0 && sendRate.isFinite) {
             throw ValidationError("--send-rate takes a number of sends per second (0 for no limit)")
         }
-        for (name, rate) in [("--peer-record-rate", peerRecordRate), ("--author-record-rate", authorRecordRate)] {
+        for (name, rate) in [
+            ("--peer-record-rate", peerRecordRate), ("--author-record-rate", authorRecordRate),
+            ("--peer-priority-rate", peerPriorityRate),
+        ] {
             if let rate, !(rate > 0 && rate.isFinite) { throw ValidationError("\(name) takes a positive number") }
         }
         for (name, count) in [("--relay-conversations", relayConversations), ("--relay-mib", relayMib)] {

@@ -246,11 +246,14 @@ struct QuotaOptionTests {
         #expect(defaults == QuotaConfiguration())
         let quotas = try RunCommand.parse([
             "--peer-record-rate", "100", "--author-record-rate", "7", "--relay-conversations", "3", "--relay-mib", "5",
+            "--peer-priority-rate", "40",
         ]).quotas
         #expect(quotas.peerRecordsPerSecond == 100 && quotas.peerRecordsBurst == 1_000)
         #expect(quotas.authorRecordsPerSecond == 7 && quotas.authorRecordsBurst == 70)
         #expect(quotas.relayConversationsMax == 3 && quotas.relayBytesMax == 5 << 20)
+        #expect(quotas.peerPriorityRecordsPerSecond == 40 && quotas.peerPriorityRecordsBurst == 200)
         #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-record-rate", "0"]) }
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--peer-priority-rate", "-3"]) }
         #expect(throws: (any Error).self) { try RunCommand.parse(["--relay-mib", "-1"]) }
     }
 }
