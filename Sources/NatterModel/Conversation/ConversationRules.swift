@@ -46,8 +46,6 @@ public struct ConversationEngine: Sendable {
 
     public var state: ConversationState { derivation.state }
     public var context: ConversationContext { derivation.context }
-    /// Every entry added so far: in display order, then the unreadable ones that arrived late (`add`).
-    public var entries: [ConversationEntry] { derivation.processed + derivation.lateUnreadable }
     /// Whether a commit cannot be read here (sealed without this identity: removed, or left out of a new epoch).
     public var hasUnreadableCommit: Bool { derivation.unreadableCommits > 0 }
 
@@ -82,14 +80,18 @@ public struct ConversationEngine: Sendable {
             fresh.append(entry)
         }
         guard changed || !fresh.isEmpty else { return false }
-        let last = derivation.processed.last?.position
+        let last = derivation.lastPosition
         // Entries this identity cannot read that sort before what was processed (concurrent records, e.g. a flood's
         // junk feeds) only join `state.unreadable`, whatever their position: taken in without re-deriving
         // everything, which every such arrival would otherwise cost.
-        if !changed, let last, fresh.contains(where: { $0.position < last && $0.isUnreadable }) {
-            derivation.absorbLate(fresh.filter { $0.position < last && $0.isUnreadable })
-            fresh.removeAll { $0.position < last && $0.isUnreadable }
-            guard !fresh.isEmpty else { return false }
+        if !changed, let last {
+            let isLate = { (entry: ConversationEntry) in entry.position < last && entry.isUnreadable }
+            let late = fresh.filter(isLate)
+            if !late.isEmpty {
+                derivation.absorbLate(late)
+                fresh.removeAll(where: isLate)
+                guard !fresh.isEmpty else { return false }
+            }
         }
         if changed || (last != nil && fresh[0].position < last!) || !derivation.canAppend(fresh) {
             rebuild()
@@ -105,7 +107,7 @@ public struct ConversationEngine: Sendable {
     /// would copy every entry of the conversation. Anything else is checked on a copy, exactly as `add` would.
     public func contentRejection(of entry: ConversationEntry) -> String? {
         if case .content(let operation) = entry.body, bodies[entry.id] == nil,
-            derivation.processed.last.map({ $0.position < entry.position }) ?? true
+            derivation.lastPosition.map({ $0 < entry.position }) ?? true
         {
             var probe = derivation  // shares storage; only its small fold cache may be copied
             let before = probe.stateBefore(entry)
@@ -217,10 +219,9 @@ struct GroupFold {
 /// The derivation: entries are processed in batches that each come after everything processed before.
 struct Derivation: Sendable {
     let context: ConversationContext
-    /// Every entry processed, in order.
-    private(set) var processed: [ConversationEntry] = []
-    /// Unreadable entries that sorted before `processed`'s last when they arrived (`absorbLate`), in arrival order.
-    private(set) var lateUnreadable: [ConversationEntry] = []
+    /// The position of the last entry processed: a batch that sorts after it is appended, anything else re-derives
+    /// (the entries themselves are the engine's `bodies`).
+    private(set) var lastPosition: EntryPosition?
     /// Unreadable commits among the entries (`ConversationEngine.hasUnreadableCommit`).
     private(set) var unreadableCommits = 0
     var state = ConversationState()
@@ -235,7 +236,7 @@ struct Derivation: Sendable {
     private var orderIndex: [RecordID: Int] = [:]
     /// Every line this derivation created or changed, in order, with repeats: new items, edits and deletions,
     /// reaction changes (by message) and retracted messages. A reader that remembers how far it read learns what
-    /// changed since (`ConversationEngine.changes(since:)`). As long as `processed`.
+    /// changed since (`ConversationEngine.changes(since:)`).
     private(set) var touched: [RecordID] = []
     /// How many of `valid` and `contentValid` the receipts were computed over: both only grow, and receipts are
     /// merges (pointwise maxima) and appends in `contentValid` order, so a batch adds only its own.
@@ -271,7 +272,7 @@ struct Derivation: Sendable {
     /// Processes `batch` (sorted by position, every entry after those already processed): its controls first,
     /// then its content, exactly as a derivation over everything would decide them.
     mutating func process(_ batch: [ConversationEntry]) {
-        processed += batch
+        if let last = batch.last { lastPosition = last.position }
         computeDisplayTimes(batch)
         let before = state.items.count
         let touchedBefore = touched.count
@@ -316,20 +317,19 @@ struct Derivation: Sendable {
 
     // MARK: - Display times
 
-    /// Creation times clamped to be monotone along causality: max(own, predecessors').
     /// Takes in unreadable entries that sort before entries already processed, as a derivation over everything
     /// would: an unreadable entry only joins `state.unreadable` (it is no control, no content, no item), and no
     /// processed entry depends on it (the store applies a record only after its dependencies), so its display time
     /// comes from its own dependencies, all here already.
     mutating func absorbLate(_ entries: [ConversationEntry]) {
         computeDisplayTimes(entries)
-        lateUnreadable += entries
         for entry in entries {
             state.unreadable.insert(entry.id)
             if entry.header.kind == .commit { unreadableCommits += 1 }
         }
     }
 
+    /// Creation times clamped to be monotone along causality: max(own, predecessors').
     mutating func computeDisplayTimes(_ batch: [ConversationEntry]) {
         for entry in batch {
             bySequence[entry.author, default: [:]][entry.header.sequence] = entry.id
