@@ -3,7 +3,6 @@ import NatterCrypto
 import NatterModel
 import NatterNode
 import NatterStore
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -13,16 +12,10 @@ import Glibc
 /// see it. In one process on a two-core machine the sender's table refresh (which follows every send) and the
 /// receiver's turn compete for the same cores, and the scheduler parks the receiver's woken thread behind the
 /// refresh; on two machines they never meet. The receiving node runs in a child process (`bench --latency-peer`)
-/// that reports each record it applied and each store sync on standard output, stamped with `CLOCK_MONOTONIC`
-/// (one clock for every process on the machine).
+/// that reports each record it applied and each store sync on standard output, stamped with
+/// `NetworkBench.monotonicNanos` (one clock for every process on the machine); the probe loop is
+/// `NetworkBench.probe`, as in one process.
 enum LatencyPeer {
-    /// Nanoseconds on the machine-wide monotonic clock.
-    static func monotonicNanos() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
-
     /// Pins every thread of process `pid` (and the threads they start) to `cpu`, with util-linux's `taskset`.
     static func pin(pid: Int32, cpu: Int) throws {
         let process = Process()
@@ -45,22 +38,18 @@ enum LatencyPeer {
     /// Runs the receiving node in `directory` until standard input closes: prints `author HEX` and `port N`, then
     /// `applied HEX NANOS` per applied record and `synced NANOS` per store sync.
     static func runReceiver(in directory: String) async throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let identity = LocalIdentity.generate()
-        let store = try RecordStore.open(directory: directory)
-        try store.bind(to: identity.author, directory: directory)
-        _ = try Conversations(store: store, identity: identity).publishProfile(
-            name: "Receiver", now: Int64(Date().timeIntervalSince1970 * 1_000))
+        let (identity, store) = try NetworkBench.openStore(directory)
+        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Receiver", now: nowMillis())
         let node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [], discovery: nil,
             quotas: NetworkBench.benchQuotas)
         await node.observeEvents { event, _ in
             guard case .applied(let ids) = event else { return }
-            let at = monotonicNanos()
+            let at = NetworkBench.monotonicNanos()
             for id in ids { line("applied \(id.hex) \(at)") }
         }
-        await node.observeSyncs { _ in line("synced \(monotonicNanos())") }
+        await node.observeSyncs { _ in line("synced \(NetworkBench.monotonicNanos())") }
         line("author \(identity.author.hex)")
         line("port \(node.port)")
         let running = Task { await node.run() }
@@ -78,27 +67,14 @@ enum LatencyPeer {
 
     // MARK: - The parent: the sending node
 
-    /// What the child reported, as the parent's reading thread parsed it.
-    private final class Reports: Sendable {
-        struct State {
-            var author: AuthorID?
-            var port: Int?
-            var applied: [RecordID: Int64] = [:]
-            var syncs: [Int64] = []
-            var ended = false
-        }
-        let state = Mutex(State())
-    }
-
     /// Sends `messages` one at a time from a node in this process to the child's, `pause` apart.
     static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws
         -> NetworkBench.LatencyResult
     {
-        let cores = ProcessInfo.processInfo.activeProcessorCount
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let child = Process()
         let arguments = ["bench", "--latency-peer", "--peer-directory", directory + "/receiver"]
-        if cores >= 2 {
+        if ProcessInfo.processInfo.activeProcessorCount >= 2 {
             try pin(pid: getpid(), cpu: 0)
             child.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
             child.arguments = ["-c", "1", executable] + arguments
@@ -117,93 +93,42 @@ enum LatencyPeer {
             while child.isRunning && Date() < deadline { usleep(10_000) }
             if child.isRunning { kill(child.processIdentifier, SIGKILL) }
         }
-        let reports = Reports()
-        let reader = Thread {
-            let handle = output.fileHandleForReading
-            var pending = ""
-            while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                pending += String(decoding: data, as: UTF8.self)
-                while let newline = pending.firstIndex(of: "\n") {
-                    let fields = pending[..<newline].split(separator: " ").map(String.init)
-                    pending = String(pending[pending.index(after: newline)...])
-                    reports.state.withLock { state in
-                        switch (fields.first, fields.count) {
-                        case ("author", 2): state.author = identifier(fields[1])
-                        case ("port", 2): state.port = Int(fields[1])
-                        case ("applied", 3):
-                            if let id: RecordID = identifier(fields[1]), let at = Int64(fields[2]) { state.applied[id] = at }
-                        case ("synced", 2): if let at = Int64(fields[1]) { state.syncs.append(at) }
-                        default: break
-                        }
-                    }
-                }
-            }
-            reports.state.withLock { $0.ended = true }
-        }
-        reader.start()
+        let reports = NetworkBench.LatencyReports()
+        Thread { read(output.fileHandleForReading, into: reports) }.start()
+        let receiver = try await reports.wait("the receiver's identity") { $0.author }
+        let port = try await reports.wait("the receiver's port") { $0.port }
 
-        /// Waits (bounded) until `ready` finds what it needs in the reports.
-        func report<T>(_ what: String, _ ready: (inout Reports.State) -> T?) async throws -> T {
-            let start = ContinuousClock.now
-            while true {
-                if let value = reports.state.withLock({ ready(&$0) }) { return value }
-                guard !reports.state.withLock({ $0.ended }) else { throw BenchError("the receiver exited: \(what)") }
-                guard ContinuousClock.now - start < NetworkBench.waitLimit else { throw BenchError("no \(what)") }
-                try await Task.sleep(for: .microseconds(100))
-            }
-        }
-        let receiverAuthor = try await report("author") { $0.author }
-        let port = try await report("port") { $0.port }
-
-        try FileManager.default.createDirectory(atPath: directory + "/sender", withIntermediateDirectories: true)
-        let identity = LocalIdentity.generate()
-        let store = try RecordStore.open(directory: directory + "/sender")
-        try store.bind(to: identity.author, directory: directory + "/sender")
-        let service = Conversations(store: store, identity: identity)
-        _ = try service.publishProfile(name: "Sender", now: nowMillis())
+        let (identity, store) = try NetworkBench.openStore(directory + "/sender")
+        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Sender", now: nowMillis())
         let node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [PeerAddress(host: "127.0.0.1", port: port)],
             discovery: nil, quotas: NetworkBench.benchQuotas)
-        let running = Task { await node.run() }
-        defer { running.cancel() }
-        do {
-            let nodeService = await node.conversations
-            let profileWait = ContinuousClock.now
-            while try nodeService.profile(of: receiverAuthor) == nil {
-                guard ContinuousClock.now - profileWait < NetworkBench.waitLimit else {
-                    throw BenchError("the nodes never linked")
-                }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            let group = try nodeService.createGroup(
-                title: "bench", members: [receiverAuthor], now: nowMillis())
-            let founding = try store.appliedRecords(of: group).filter { $0.header.author == identity.author }
-            await node.publish(founding)
-            for record in founding { _ = try await report("founding record") { $0.applied[record.id] } }
-
-            var millis = [Double]()
-            var durableMillis = [Double]()
-            var appendMillis = [Double]()
-            for number in 0..<messages {
-                let start = monotonicNanos()
-                let record = try nodeService.send("latency probe \(number)", in: group, now: nowMillis())
-                appendMillis.append(Double(monotonicNanos() - start) / 1e6)
-                await node.publish([record])
-                let arrival = try await report("probe \(number)") { $0.applied[record.id] }
-                millis.append(Double(arrival - start) / 1e6)
-                let synced = try await report("sync of probe \(number)") { state in state.syncs.first { $0 >= arrival } }
-                durableMillis.append(Double(synced - start) / 1e6)
-                reports.state.withLock { $0.syncs.removeAll { $0 < arrival } }
-                try await Task.sleep(for: pause)
-            }
-            await node.shutdown()
-            return NetworkBench.LatencyResult(millis: millis, durableMillis: durableMillis, appendMillis: appendMillis)
-        } catch {
-            await node.shutdown()
-            throw error
+        return try await NetworkBench.running([node]) {
+            try await NetworkBench.probe(from: node, to: receiver, reports: reports, messages: messages, pause: pause)
         }
+    }
+
+    /// Parses the child's report lines into `reports` until its standard output ends.
+    private static func read(_ handle: FileHandle, into reports: NetworkBench.LatencyReports) {
+        var pending = ""
+        while case let data = handle.availableData, !data.isEmpty {
+            pending += String(decoding: data, as: UTF8.self)
+            while let newline = pending.firstIndex(of: "\n") {
+                let fields = pending[..<newline].split(separator: " ").map(String.init)
+                pending = String(pending[pending.index(after: newline)...])
+                switch (fields.first, fields.count) {
+                case ("author", 2): reports.state.withLock { $0.author = identifier(fields[1]) }
+                case ("port", 2): reports.state.withLock { $0.port = Int(fields[1]) }
+                case ("applied", 3):
+                    if let id: RecordID = identifier(fields[1]), let at = Int64(fields[2]) {
+                        reports.applied([id], at: at)
+                    }
+                case ("synced", 2): if let at = Int64(fields[1]) { reports.synced(at: at) }
+                default: break
+                }
+            }
+        }
+        reports.state.withLock { $0.ended = true }
     }
 }

@@ -62,90 +62,112 @@ enum NetworkBench {
         let appendMillis: [Double]
     }
 
-    /// `messages` group messages sent one at a time, `pause` apart, from one node to the other: the time from the
-    /// call to `send` until the other node reports the record applied (ingested and committed).
+    /// `messages` group messages sent one at a time, `pause` apart, between two nodes in this process: the time
+    /// from the call to `send` until the other node reports the record applied (ingested and committed), and until
+    /// its store synced it. `LatencyPeer.sendLatency` is the same with the receiver in another process.
     static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws -> LatencyResult {
         let sender = try openStore(directory + "/sender")
         let receiver = try openStore(directory + "/receiver")
-        let senderService = Conversations(store: sender.store, identity: sender.identity)
-        let receiverService = Conversations(store: receiver.store, identity: receiver.identity)
-        _ = try senderService.publishProfile(name: "Sender", now: nowMillis())
-        _ = try receiverService.publishProfile(name: "Receiver", now: nowMillis())
+        _ = try Conversations(store: sender.store, identity: sender.identity).publishProfile(
+            name: "Sender", now: nowMillis())
+        _ = try Conversations(store: receiver.store, identity: receiver.identity).publishProfile(
+            name: "Receiver", now: nowMillis())
         let (senderNode, receiverNode) = try await linkedPair(listening: sender, dialling: receiver)
         // Each arrival is timed on the receiving node as it reports the record applied (its transaction committed),
-        // not when this task gets round to reading the report: on two cores, the sender's table refresh (which
+        // not when the probe gets round to reading the report: on two cores, the sender's table refresh (which
         // follows the send) and the receiver's turn can hold both while the record is already stored.
-        let clock = ContinuousClock()
-        let (arrivals, arrivalsContinuation) = AsyncStream.makeStream(of: Arrival.self)
-        await receiverNode.observeEvents { event, at in
-            if case .applied(let ids) = event {
-                for id in ids { arrivalsContinuation.yield(Arrival(id: id, at: at)) }
-            }
+        let reports = LatencyReports()
+        await receiverNode.observeEvents { event, _ in
+            if case .applied(let ids) = event { reports.applied(ids, at: monotonicNanos()) }
         }
-        let syncs = Mutex<[ContinuousClock.Instant]>([])
-        await receiverNode.observeSyncs { at in syncs.withLock { $0.append(at) } }
-        defer { arrivalsContinuation.finish() }
+        await receiverNode.observeSyncs { _ in reports.synced(at: monotonicNanos()) }
         return try await running([senderNode, receiverNode]) {
-            var arrived = arrivals.makeAsyncIterator()
-            // The sender needs the receiver's profile (its encryption key) before it can found the group.
-            let profileWait = clock.now
-            let service = await senderNode.conversations
-            while try service.profile(of: receiver.identity.author) == nil {
-                guard clock.now - profileWait < waitLimit else { throw BenchError("the nodes never linked") }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            let group = try service.createGroup(title: "bench", members: [receiver.identity.author], now: nowMillis())
-            let founding = try service.store.appliedRecords(of: group).filter {
-                $0.header.author == sender.identity.author
-            }
-            await senderNode.publish(founding)
-            try await waitFor(Set(founding.map(\.id)), in: &arrived)
-            var millis = [Double]()
-            var durableMillis = [Double]()
-            var appendMillis = [Double]()
-            for number in 0..<messages {
-                let start = clock.now
-                let record = try service.send("latency probe \(number)", in: group, now: nowMillis())
-                appendMillis.append(seconds(clock.now - start) * 1_000)
-                await senderNode.publish([record])
-                let arrival = try await waitFor([record.id], in: &arrived)
-                millis.append(seconds(arrival - start) * 1_000)
-                // The receiver syncs in the turn that stored it, before that turn's sends.
-                let waitStart = clock.now
-                while syncs.withLock({ $0.last.map { $0 < arrival } ?? true }) {
-                    guard clock.now - waitStart < waitLimit else { throw BenchError("the receiver never synced") }
-                    try await Task.sleep(for: .microseconds(200))
-                }
-                durableMillis.append(seconds(syncs.withLock { $0.first { $0 >= arrival }! } - start) * 1_000)
-                // Chat pace rather than a flood: the nodes finish rewriting their conversation tables (which
-                // follows delivery, off the measured path) before the next message.
-                try await Task.sleep(for: pause)
-            }
-            return LatencyResult(millis: millis, durableMillis: durableMillis, appendMillis: appendMillis)
+            try await probe(
+                from: senderNode, to: receiver.identity.author, reports: reports, messages: messages, pause: pause)
         }
+    }
+
+    /// Nanoseconds on the machine-wide monotonic clock: one clock for every process on the machine.
+    static func monotonicNanos() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    /// What the receiving node reported, stamped with `monotonicNanos` where it happened: each record it applied and
+    /// each sync of its store (from its observers in this process, or from a child's report lines), and, for a
+    /// child, who it is and where it listens.
+    final class LatencyReports: Sendable {
+        struct State {
+            var author: AuthorID?
+            var port: Int?
+            var applied: [RecordID: Int64] = [:]
+            var syncs: [Int64] = []
+            /// The reporter is gone (a child exited): waiting is over.
+            var ended = false
+        }
+        let state = Mutex(State())
+
+        func applied(_ ids: [RecordID], at nanos: Int64) {
+            state.withLock { for id in ids { $0.applied[id] = nanos } }
+        }
+
+        func synced(at nanos: Int64) { state.withLock { $0.syncs.append(nanos) } }
+
+        /// Waits (bounded by `waitLimit`) until `ready` finds what it needs in the reports.
+        func wait<T>(_ what: String, _ ready: (inout State) -> T?) async throws -> T {
+            let start = ContinuousClock.now
+            while true {
+                if let value = state.withLock({ ready(&$0) }) { return value }
+                guard !state.withLock({ $0.ended }) else { throw BenchError("the receiver stopped before \(what)") }
+                guard ContinuousClock.now - start < waitLimit else { throw BenchError("no \(what) in time") }
+                try await Task.sleep(for: .microseconds(100))
+            }
+        }
+    }
+
+    /// The probe loop of both send-latency modes: once `node` holds the receiver's profile, founds a group with it,
+    /// then sends `messages` one at a time, `pause` apart, each timed from the call to `send` until `reports` has it
+    /// applied and then synced on the receiver.
+    static func probe(
+        from node: Node, to receiver: AuthorID, reports: LatencyReports, messages: Int, pause: Duration
+    ) async throws -> LatencyResult {
+        // The sender needs the receiver's profile (its encryption key) before it can found the group.
+        let service = await node.conversations
+        let me = await node.identity.author
+        let profileWait = ContinuousClock.now
+        while try service.profile(of: receiver) == nil {
+            guard ContinuousClock.now - profileWait < waitLimit else { throw BenchError("the nodes never linked") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let group = try service.createGroup(title: "bench", members: [receiver], now: nowMillis())
+        let founding = try service.store.appliedRecords(of: group).filter { $0.header.author == me }
+        await node.publish(founding)
+        for record in founding { _ = try await reports.wait("the founding records") { $0.applied[record.id] } }
+        var millis = [Double]()
+        var durableMillis = [Double]()
+        var appendMillis = [Double]()
+        for number in 0..<messages {
+            let start = monotonicNanos()
+            let record = try service.send("latency probe \(number)", in: group, now: nowMillis())
+            appendMillis.append(Double(monotonicNanos() - start) / 1e6)
+            await node.publish([record])
+            let arrival = try await reports.wait("probe \(number)") { $0.applied[record.id] }
+            millis.append(Double(arrival - start) / 1e6)
+            // The receiver syncs in the turn that stored it, before that turn's sends.
+            let synced = try await reports.wait("the sync of probe \(number)") { state in
+                state.syncs.first { $0 >= arrival }
+            }
+            durableMillis.append(Double(synced - start) / 1e6)
+            reports.state.withLock { $0.syncs.removeAll { $0 < arrival } }
+            // Chat pace rather than a flood: the nodes finish rewriting their conversation tables (which follows
+            // delivery, off the measured path) before the next message.
+            try await Task.sleep(for: pause)
+        }
+        return LatencyResult(millis: millis, durableMillis: durableMillis, appendMillis: appendMillis)
     }
 
     // MARK: - Plumbing
-
-    /// A record the receiving node reported applied, and when.
-    private struct Arrival {
-        let id: RecordID
-        let at: ContinuousClock.Instant
-    }
-
-    /// Waits until every one of `ids` has arrived; when the last of them did.
-    @discardableResult
-    private static func waitFor(_ ids: Set<RecordID>, in arrivals: inout AsyncStream<Arrival>.Iterator) async throws
-        -> ContinuousClock.Instant
-    {
-        var missing = ids
-        var last: ContinuousClock.Instant?
-        while !missing.isEmpty {
-            guard let arrival = await arrivals.next() else { throw BenchError("the receiving node stopped") }
-            if missing.remove(arrival.id) != nil { last = arrival.at }
-        }
-        return last ?? ContinuousClock.now
-    }
 
     /// The benchmarks time the ingest path, not the quotas (SPEC F16: "scripts and benchmarks can raise" them): no
     /// per-link or per-author rate holds a catch-up back (by default a link brings 2,000 new records a second after
@@ -177,7 +199,7 @@ enum NetworkBench {
         return (listener, dialler)
     }
 
-    private static func openStore(_ path: String) throws -> (identity: LocalIdentity, store: RecordStore) {
+    static func openStore(_ path: String) throws -> (identity: LocalIdentity, store: RecordStore) {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let identity = LocalIdentity.generate()
         let store = try RecordStore.open(directory: path)
@@ -187,7 +209,7 @@ enum NetworkBench {
 
     /// Runs `nodes` while `body` runs, then shuts them down. A watchdog shuts them down after `waitLimit`, which
     /// ends their event streams and so every wait on them.
-    private static func running<T: Sendable>(_ nodes: [Node], _ body: () async throws -> T) async throws -> T {
+    static func running<T: Sendable>(_ nodes: [Node], _ body: () async throws -> T) async throws -> T {
         let tasks = nodes.map { node in Task { await node.run() } }
         let watchdog = Task {
             try await Task.sleep(for: waitLimit)
