@@ -360,11 +360,13 @@ public actor Node: Service {
             handle(event)
         }
         // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
-        if received <= Self.bulkTurnBytes || core.priorityStoredSinceRefresh
-            || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true
-        {
-            refresh()
-        }
+        if received <= Self.bulkTurnBytes || bulkRefreshDue { refresh() }
+    }
+
+    /// Whether a refresh that bulk turns put off is due: the interval has passed since the last one, or a priority
+    /// delivery (a neighbour's chat, docs/protocol.md §3.7) stored records since.
+    private var bulkRefreshDue: Bool {
+        core.priorityStoredSinceRefresh || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true
     }
 
     private func refresh() {
@@ -402,9 +404,7 @@ public actor Node: Service {
 
     private func tick() async {
         perform(core.handle(.tick, now: now))
-        if core.priorityStoredSinceRefresh || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true {
-            refresh()
-        }
+        if bulkRefreshDue { refresh() }
         if let end = banEndsAt, end <= now { enforceBans() }
         for (address, redial) in named where redial.connection == nil {
             if let expires = redial.expires, clock.now >= expires { named[address] = nil }

@@ -9,9 +9,9 @@ extension NodeCore {
         duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
-    /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not those held already, nor
-    /// the content records of evicted conversations, refused unchecked; their commits were checked for an
-    /// invitation).
+    /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not those
+    /// held already, nor the content records of evicted conversations, refused unchecked; their commits were checked
+    /// for an invitation).
     func chargeQuotas(
         link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], headers: [RecordHeader?], refused: Set<Int>,
         now: Duration

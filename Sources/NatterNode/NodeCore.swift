@@ -573,7 +573,7 @@ public final class NodeCore {
         let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
         let storeReport: IngestReport
         do {
-            storeReport = try store.ingest(admitted, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
+            storeReport = try storeIngest(admitted, now: now)
         } catch {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
@@ -698,8 +698,7 @@ public final class NodeCore {
                 guard let bytes = causalBuffer[feed]?[next] else { continue }
                 causalBuffer[feed]![next] = nil
                 bufferedCount -= 1
-                if let report = try? store.ingest(
-                    [bytes], receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability),
+                if let report = try? storeIngest([bytes], now: now),
                     case .stored = report.outcomes[0],
                     let record = try? Record.decode(bytes)
                 {
@@ -711,6 +710,12 @@ public final class NodeCore {
             causalBuffer = causalBuffer.filter { !$0.value.isEmpty }
         }
         return (stored, applied)
+    }
+
+    /// Ingests received records into the store, stamped with the wall clock and committed as configured
+    /// (`NodeConfiguration.ingestDurability`).
+    private func storeIngest(_ records: [[UInt8]], now: Duration) throws(StoreError) -> IngestReport {
+        try store.ingest(records, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
     }
 
     /// Tells every session (but `except`) what the node stored, so they push it to their peers: records of this node

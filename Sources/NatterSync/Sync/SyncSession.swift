@@ -915,7 +915,7 @@ public struct SyncSession<Source: RecordSource> {
     private mutating func relayEvidence(_ record: StoredRecord) {
         let id = RecordID.of(record.bytes)
         // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
-        guard !(bulk.pending + priority.pending).contains(where: { $0.contains { $0.id == id } }) else { return }
+        guard ![bulk, priority].contains(where: { $0.pending.contains { $0.contains { $0.id == id } } }) else { return }
         queueEvidence(record.bytes, id: id, record.feed)
         if let ours = ownRecord(record.feed, at: record.sequence) {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
