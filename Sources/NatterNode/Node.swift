@@ -1,10 +1,10 @@
+import NIOCore
+import NIOPosix
 public import NatterCrypto
 public import NatterModel
 public import NatterNetwork
 public import NatterStore
 public import ServiceLifecycle
-import NIOCore
-import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)

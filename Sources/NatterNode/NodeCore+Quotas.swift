@@ -18,7 +18,8 @@ extension NodeCore {
     ) {
         var checked = 0
         var byAuthor = [AuthorID: Int]()
-        for (index, outcome) in outcomes.enumerated() where !refused.contains(index) || headers[index]?.kind == .commit {
+        for (index, outcome) in outcomes.enumerated() where !refused.contains(index) || headers[index]?.kind == .commit
+        {
             if case .duplicate = outcome { continue }
             checked += 1
             if let author = headers[index]?.author { byAuthor[author, default: 0] += 1 }

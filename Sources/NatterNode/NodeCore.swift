@@ -419,7 +419,8 @@ public final class NodeCore {
     ) -> [NodeAction] {
         var session = SyncSession(
             source: StoreRecordSource(store: store),
-            pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake))
+            pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake)
+        )
         let start = session.start(now: now)
         links[id] = .established(
             Established(
@@ -578,7 +579,9 @@ public final class NodeCore {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
         var storeOutcomes = storeReport.outcomes.makeIterator()
-        let outcomes = records.indices.map { refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()! }
+        let outcomes = records.indices.map {
+            refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()!
+        }
         chargeQuotas(link: id, lane: lane, outcomes: outcomes, headers: headers, refused: refused, now: now)
         var stored = [StoredRecord]()
         /// Headers of the records appended to their feeds (not fork evidence), for the tree's lag check.
@@ -634,7 +637,8 @@ public final class NodeCore {
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
         out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
-        out += regraftLagging(appended + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
+        out += regraftLagging(
+            appended + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)

@@ -97,8 +97,10 @@ public final class Conversations: Sendable {
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
         for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }
-        return try store.feeds(of: conversation).filter { $0.applied > 0 && !$0.isJunk && !everMember.contains($0.author) }
-            .map(\.author)
+        return try store.feeds(of: conversation).filter {
+            $0.applied > 0 && !$0.isJunk && !everMember.contains($0.author)
+        }
+        .map(\.author)
     }
 
     /// Reduces the junk feeds of `conversation` to their frontier (`RecordStore.reduceJunk`) and forgets the cached
@@ -428,7 +430,8 @@ public final class Conversations: Sendable {
     private func check(_ body: ConversationEntry.Body, header: RecordHeader, against snapshot: ConversationSnapshot)
         throws
     {
-        let probe = ConversationEntry(id: RecordID(bytes: [UInt8](repeating: 0xFF, count: 32)), header: header, body: body)
+        let probe = ConversationEntry(
+            id: RecordID(bytes: [UInt8](repeating: 0xFF, count: 32)), header: header, body: body)
         let reason = snapshot.engine.contentRejection(of: probe)
         // Debug builds (every test) check the shortcut against adding the entry to a copy of the engine.
         assert(

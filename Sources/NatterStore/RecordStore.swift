@@ -1,8 +1,8 @@
 import Foundation
 public import GRDB
-import Synchronization
 public import NatterCrypto
 public import NatterModel
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -170,7 +170,7 @@ public final class RecordStore: Sendable {
         // duplicates are looked up there too — one trip to the database on the send → shown path, not two.
         if batch.count < Self.parallelVerifyThreshold {
             var stored = Set<Int>()
-            let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+            let result: Ingested
             do {
                 result = try write(durability) { db in
                     stored = try Self.storedIndices(of: ids, in: db)
@@ -194,7 +194,7 @@ public final class RecordStore: Sendable {
         let verification =
             fresh.count >= Self.parallelVerifyThreshold
             ? ParallelVerification(fresh, workerCount: ProcessInfo.processInfo.activeProcessorCount) : nil
-        let result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+        let result: Ingested
         do {
             result = try write(durability) { db in
                 try Self.store(fresh, verification: verification, in: db, receivedAtMillis: receivedAtMillis)
@@ -218,7 +218,7 @@ public final class RecordStore: Sendable {
     /// Verifies (with `verification`, or here one after the other) and stores `fresh` in one transaction.
     private static func store(
         _ fresh: [[UInt8]], verification: ParallelVerification?, in db: Database, receivedAtMillis: Int64
-    ) throws -> (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID]) {
+    ) throws -> Ingested {
         var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
         var outcomes = [IngestOutcome]()
         outcomes.reserveCapacity(fresh.count)
@@ -239,9 +239,13 @@ public final class RecordStore: Sendable {
         return (outcomes, applied, rebuilt)
     }
 
+    /// What one ingest transaction did with the records it checked: their outcomes, the records it applied, the
+    /// conversations whose applied state it rebuilt.
+    private typealias Ingested = (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+
     /// The report in input order: the copies already stored, and the outcomes of the rest.
     private static func report(
-        ids: [RecordID], stored: Set<Int>, _ result: (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+        ids: [RecordID], stored: Set<Int>, _ result: Ingested
     ) -> IngestReport {
         var freshOutcomes = result.outcomes.makeIterator()
         let outcomes = ids.indices.map { stored.contains($0) ? .duplicate(ids[$0]) : freshOutcomes.next()! }
@@ -311,8 +315,10 @@ public final class RecordStore: Sendable {
     /// The record with this id, if held in a feed.
     public func record(_ id: RecordID) throws -> NatterModel.Record? {
         try writer.read { db in
-            try Data.fetchOne(db, sql: "SELECT bytes FROM record WHERE id = ? AND length(bytes) > 0", arguments: [Data(id.bytes)])
-                .map { try NatterModel.Record.decode(Array($0)) }
+            try Data.fetchOne(
+                db, sql: "SELECT bytes FROM record WHERE id = ? AND length(bytes) > 0", arguments: [Data(id.bytes)]
+            )
+            .map { try NatterModel.Record.decode(Array($0)) }
         }
     }
 

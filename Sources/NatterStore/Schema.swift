@@ -122,12 +122,13 @@ enum Schema {
         }
         migrator.registerMigration("v3-named-peers") { db in
             // Peers named with --peer: remembered, and redialled on every later start.
-            try db.execute(sql: """
-                CREATE TABLE named_peer (
-                    address TEXT PRIMARY KEY NOT NULL,
-                    added_ms INTEGER NOT NULL
-                ) WITHOUT ROWID
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE named_peer (
+                        address TEXT PRIMARY KEY NOT NULL,
+                        added_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
         }
         migrator.registerMigration("v4-file-chunks") { db in
             // Encrypted file chunks (SPEC F13), by content address (BLAKE2b-256 of the ciphertext). Outside the

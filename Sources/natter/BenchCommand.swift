@@ -217,7 +217,8 @@ struct BenchCommand: AsyncParsableCommand {
             let cases = result.cases.map { item in
                 "{\"case\": \"\(item.name.replacingOccurrences(of: "\"", with: "\\\""))\", \"hits\": \(item.hits), "
                     + String(
-                        format: "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}", item.millis[item.millis.count / 2],
+                        format: "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}",
+                        item.millis[item.millis.count / 2],
                         item.millis[item.millis.count * 99 / 100], item.millis.last!)
             }
             print(

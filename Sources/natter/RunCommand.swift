@@ -57,10 +57,14 @@ struct RunCommand: AsyncParsableCommand {
             valueName: "N"))
     var sendRate: Double?
 
-    @Option(help: ArgumentHelp("New records accepted per second from one peer (default 2000, burst 20000).", valueName: "N"))
+    @Option(
+        help: ArgumentHelp("New records accepted per second from one peer (default 2000, burst 20000).", valueName: "N")
+    )
     var peerRecordRate: Double?
 
-    @Option(help: ArgumentHelp("New records accepted per second from one author (default 500, burst 5000).", valueName: "N"))
+    @Option(
+        help: ArgumentHelp("New records accepted per second from one author (default 500, burst 5000).", valueName: "N")
+    )
     var authorRecordRate: Double?
 
     @Option(
