@@ -262,25 +262,16 @@ struct SyncViolationTests {
         #expect(Self.closes(apart.receive(message: other, now: .zero)) == nil)
     }
 
-    @Test("priority credit never spent closes the link")
-    func priorityCreditOverflow() {
+    @Test("credit never spent closes the link, alone or riding on a batch, on either lane", arguments: SyncLane.allCases)
+    func creditOverflow(lane: SyncLane) {
+        let expected = lane == .bulk
+            ? "credit of 1 batches beyond the window" : "priority credit of 1 batches beyond the priority window"
         var session = Self.session()
-        #expect(
-            Self.closes(session.receive(message: SyncMessage.priorityCredit(1).encoded(), now: .zero))
-                == .malformed(.unexpected("priority credit of 1 batches beyond the priority window")))
+        let alone = lane == .bulk ? SyncMessage.credit(1) : .priorityCredit(1)
+        #expect(Self.closes(session.receive(message: alone.encoded(), now: .zero)) == .malformed(.unexpected(expected)))
         var riding = Self.session()
-        let batch = SyncMessage.priorityRecords([Self.records[0]], credit: 1).encoded()
-        #expect(
-            Self.closes(riding.receive(message: batch, now: .zero))
-                == .malformed(.unexpected("priority credit of 1 batches beyond the priority window")))
-    }
-
-    @Test("credit never spent closes the link")
-    func creditOverflow() {
-        var session = Self.session()
-        #expect(
-            Self.closes(session.receive(message: SyncMessage.credit(1).encoded(), now: .zero))
-                == .malformed(.unexpected("credit of 1 batches beyond the window")))
+        let batch = SyncMessage.encodeRecords([Self.records[0].bytes], credit: 1, lane: lane)
+        #expect(Self.closes(riding.receive(message: batch, now: .zero)) == .malformed(.unexpected(expected)))
     }
 
     @Test("a second DONE closes the link")
