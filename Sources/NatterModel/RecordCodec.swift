@@ -78,6 +78,17 @@ public enum RecordCodec {
         return Record(header: header, payload: payload, signature: signature, bytes: bytes)
     }
 
+    /// Where record bytes claim to sit — conversation, author and sequence, read at their fixed offsets — or nil when
+    /// the bytes are too short or of another version to say. Nothing is checked: for looking up what a store may
+    /// already hold before deciding whether to check the record at all.
+    public static func claimedPosition(_ bytes: [UInt8]) -> (ConversationID, AuthorID, UInt64)? {
+        guard bytes.count >= fixedHeaderByteCount, bytes[0] == RecordHeader.currentVersion else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            let conversation = ConversationID(raw: Bytes32(reading: raw, at: 2))
+            return (conversation, AuthorID(raw: Bytes32(reading: raw, at: 34)), readUInt64(raw, 66))
+        }
+    }
+
     /// The header of record bytes this node checked before (a stored record): parsing only, without the canonical
     /// re-encoding or the id hash that `decode` does for bytes from elsewhere.
     public static func storedHeader(_ bytes: [UInt8]) throws(RecordFormatError) -> RecordHeader {

@@ -74,6 +74,14 @@ struct IngestQuotas {
         return longest
     }
 
+    /// How many records `link`'s bucket of `lane` would let in at `now` (a link not seen yet: its whole burst).
+    func available(link: LinkID, lane: SyncLane = .bulk, now: Duration) -> Int {
+        guard let bucket = (lane == .bulk ? links : priorityLinks)[link] else {
+            return lane == .bulk ? configuration.peerRecordsBurst : configuration.peerPriorityRecordsBurst
+        }
+        return max(0, Int(bucket.tokens(now: now)))
+    }
+
     /// Charges `link`'s bucket of `lane` and each author for the records that were checked.
     mutating func charge(
         link: LinkID, lane: SyncLane = .bulk, records: Int, byAuthor: [AuthorID: Int], now: Duration

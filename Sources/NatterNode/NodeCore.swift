@@ -139,6 +139,8 @@ public final class NodeCore {
     /// Deliveries the ingest quotas hold back, per link and lane in order, and when the next check is due. At most
     /// a sync window's worth per link and lane: the session returns no credit for them, so the sender waits.
     private var heldDeliveries: [LaneKey: (deliveries: [[[UInt8]]], until: Duration)] = [:]
+    /// How many leading records of each held run the store is already checking (`RecordStore.verifyAhead`).
+    private var verifiedAhead: [LaneKey: Int] = [:]
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
     /// except those of this node's neighbours (`priorityAuthors`) — unless the conversation is in `evictedAgain`.
     var evicted: [ConversationID: Int64] = [:]
@@ -260,7 +262,10 @@ public final class NodeCore {
             return out + ingestDeliveries(now: now)
         case .linkClosed(let id):
             roles[id] = nil
-            for lane in SyncLane.allCases { heldDeliveries[LaneKey(link: id, lane: lane)] = nil }
+            for lane in SyncLane.allCases {
+                heldDeliveries[LaneKey(link: id, lane: lane)] = nil
+                verifiedAhead[LaneKey(link: id, lane: lane)] = nil
+            }
             quotas.forget(link: id)
             guard let link = links.removeValue(forKey: id) else { return [] }
             if case .established(let established) = link { return [.event(.peerDown(established.peer, id))] }
@@ -502,6 +507,7 @@ public final class NodeCore {
             deliveries.removeFirst(run.count)
             if heldDeliveries[key] != nil {
                 heldDeliveries[key]!.deliveries += run
+                verifyHeldAhead(key, now: now)
                 continue
             }
             out += admit(run, from: key, now: now)
@@ -515,6 +521,7 @@ public final class NodeCore {
     /// checked against the link's priority bucket instead of its bulk one, and the authors' buckets as any other.
     private func admit(_ run: [[[UInt8]]], from key: LaneKey, now: Duration) -> [NodeAction] {
         let id = key.link
+        let ahead = verifiedAhead.removeValue(forKey: key) ?? 0
         var taken = 1
         var records = run[0].count
         while taken < run.count, records + run[taken].count <= configuration.quotas.ingestRecordsPerTurnMax {
@@ -525,14 +532,34 @@ public final class NodeCore {
         let headers = first.joined().map { try? RecordCodec.storedHeader($0) }
         let authors = Set(headers.compactMap { $0?.author })
         guard let wait = quotas.wait(link: id, lane: key.lane, authors: authors, now: now) else {
-            if taken < run.count { heldDeliveries[key] = (Array(run[taken...]), now) }
-            return ingest(first, headers: headers, from: id, lane: key.lane, now: now)
+            if taken < run.count {
+                heldDeliveries[key] = (Array(run[taken...]), now)
+                verifiedAhead[key] = max(0, ahead - records)
+            }
+            let out = ingest(first, headers: headers, from: id, lane: key.lane, now: now)
+            verifyHeldAhead(key, now: now)
+            return out
         }
         heldDeliveries[key] = (run, now + wait)
+        verifiedAhead[key] = ahead
         guard case .established(let established) = links[id],
             let line = floodNotices.held(established.peer, now: now)
         else { return [] }
         return [.event(.notice(line))]
+    }
+
+    /// Has the store start checking the records of `key`'s held run that wait only for a later turn (not for a
+    /// quota), as far as the link's quota allows them now: they are decoded and verified on the other cores while
+    /// this turn's records are stored (`RecordStore.verifyAhead`). Nothing is checked ahead that the quota would not
+    /// let in, so a flood costs no more verification than without it; the outcome of the ingest is the same.
+    private func verifyHeldAhead(_ key: LaneKey, now: Duration) {
+        guard let held = heldDeliveries[key], held.until <= now, case .established = links[key.link] else { return }
+        let ahead = verifiedAhead[key] ?? 0
+        let records = Array(held.deliveries.joined())
+        let end = min(records.count, quotas.available(link: key.link, lane: key.lane, now: now))
+        guard end > ahead else { return }
+        store.verifyAhead(Array(records[ahead..<end]))
+        verifiedAhead[key] = end
     }
 
     /// Deliveries held by the quotas whose time has come: checked again, ingested or held longer.

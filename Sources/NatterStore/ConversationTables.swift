@@ -523,9 +523,45 @@ extension Conversations {
                 }
                 continue
             }
+            if try staysKeyless(conversation) {
+                try store.writeDerived { db in
+                    try db.execute(
+                        sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+                }
+                continue
+            }
             changes[conversation] = try refresh(conversation)
+            let cache = caches.withLock { $0[conversation] }
+            if let cache, cache.keys.isEmpty { keyless.withLock { $0[conversation] = cache.applied } }
         }
         return changes
+    }
+
+    /// Whether `conversation`, refreshed before without a key, still gives this node none: no commit applied since
+    /// opens a slot for it. Then its state has nothing to show (no readable create commit: no kind, no rows) and
+    /// the refresh is skipped; what was applied is read when a snapshot is next asked for. Keys come only from
+    /// slots in commits, or from the history chain of a commit whose key is held, so with no key the commits are
+    /// all there is to check. False when unknown, when a feed shrank (a fork) or when a key turned up: refresh.
+    private func staysKeyless(_ conversation: ConversationID) throws -> Bool {
+        guard let checked = keyless.withLock({ $0.removeValue(forKey: conversation) }),
+            caches.withLock({ $0[conversation]?.keys.isEmpty ?? true })
+        else { return false }
+        let feeds = try store.feeds(of: conversation)
+        if feeds.contains(where: { $0.applied < checked[$0.author] ?? 0 }) { return false }
+        var commits = [NatterModel.Record]()
+        for feed in feeds where feed.applied > checked[feed.author] ?? 0 {
+            commits += try store.records(
+                conversation: conversation, author: feed.author, from: (checked[feed.author] ?? 0) + 1,
+                through: feed.applied, kind: .commit)
+        }
+        if !commits.isEmpty {
+            let reader = ConversationReader(member: identity.author, keyPair: identity.encryption)
+            guard reader.read(commits).keys.isEmpty else { return false }
+        }
+        var positions = checked
+        for feed in feeds { positions[feed.author] = feed.applied }
+        keyless.withLock { $0[conversation] = positions }
+        return true
     }
 
     /// Every conversation this node can read, most recent activity first; `filter` matches titles and names.

@@ -61,7 +61,7 @@ public final class Conversations: Sendable {
     private var me: AuthorID { identity.author }
 
     /// Per-conversation engines and keys, so a snapshot reads and checks only what is new.
-    private let caches = Mutex<[ConversationID: ConversationCache]>([:])
+    let caches = Mutex<[ConversationID: ConversationCache]>([:])
     /// Direct conversation id → peer, for every profile seen so far (an X25519 agreement each, so cached).
     private let directPeers = Mutex<(known: Set<AuthorID>, peers: [ConversationID: AuthorID])>(([], [:]))
     /// The decoded latest profile per author, with the applied sequence it was read at: decoding checks the key
@@ -71,6 +71,10 @@ public final class Conversations: Sendable {
     /// What `refresh` last wrote per conversation this node reads (ConversationTables.swift): the next refresh
     /// builds and compares rows only for the lines that changed, and reads nothing back from the tables.
     let written = Mutex<[ConversationID: WrittenTables]>([:])
+    /// Conversations this node holds no key for, with the applied length of each feed up to which every commit was
+    /// found not to open one (ConversationTables.swift, `refreshChanged`): a relay's refresh then reads only the
+    /// commits that arrived since, not every record it relays.
+    let keyless = Mutex<[ConversationID: [AuthorID: UInt64]]>([:])
 
     public init(store: RecordStore, identity: LocalIdentity) {
         self.store = store
@@ -81,6 +85,7 @@ public final class Conversations: Sendable {
     public func forgetCache(of conversation: ConversationID) {
         caches.withLock { $0[conversation] = nil }
         written.withLock { $0[conversation] = nil }
+        keyless.withLock { $0[conversation] = nil }
     }
 
     /// The authors of applied records in `conversation` who were never in its roster (not the creator, in no

@@ -72,6 +72,32 @@ struct IngestSession {
 
     // MARK: - Storing
 
+    /// Indices of the records in `batch` (ids given) that the log holds already: byte-for-byte copies of records
+    /// checked before. Only a record whose claimed feed position is one its feed holds can be one, so a record
+    /// that extends its feed costs no lookup (a node catching up looks up nothing).
+    func heldAlready(_ batch: [[UInt8]], ids: [RecordID]) throws -> Set<Int> {
+        let byID = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
+        let storedLength = try db.cachedStatement(
+            sql: "SELECT stored_sequence FROM feed WHERE conversation = ? AND author = ?")
+        // Read apart from the session's feed cache: the claims are unchecked, and a feed made up by one must not
+        // become a row.
+        var lengths = [FeedKey: UInt64]()
+        var found = Set<Int>()
+        for (index, bytes) in batch.enumerated() {
+            guard let (conversation, author, sequence) = RecordCodec.claimedPosition(bytes) else { continue }
+            let key = FeedKey(conversation: conversation, author: author)
+            if lengths[key] == nil {
+                lengths[key] =
+                    try cache[key]?.stored
+                    ?? UInt64.fetchOne(storedLength, arguments: [Data(conversation.bytes), Data(author.bytes)]) ?? 0
+            }
+            guard sequence <= lengths[key]!, try Int.fetchOne(byID, arguments: [Data(ids[index].bytes)]) != nil
+            else { continue }
+            found.insert(index)
+        }
+        return found
+    }
+
     /// Applies the chain rules to one verified record and stores it, as a feed record or as fork evidence.
     mutating func store(_ record: NatterModel.Record) throws -> IngestOutcome {
         let header = record.header

@@ -21,6 +21,8 @@ public final class RecordStore: Sendable {
     private let lock: DataDirectoryLock?
     /// Whether a `.deferred` ingest committed since the last `syncDeferred` (set and cleared on the writer's queue).
     private let deferredCommits = Mutex(false)
+    /// Checks started ahead of ingest (`verifyAhead`).
+    private let ahead = VerificationAhead()
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
@@ -153,86 +155,101 @@ public final class RecordStore: Sendable {
 
     // MARK: - Ingest
 
+    /// Starts decoding and checking `records` on every core now, for an ingest of them that is to come
+    /// (`VerificationAhead`): a node holding deliveries for its next turns has them checked while it works on this
+    /// one. Changes nothing stored; an ingest gives the same outcome with or without it.
+    public func verifyAhead(_ records: [[UInt8]]) {
+        guard !records.isEmpty else { return }
+        ahead.start(records, ids: records.map { RecordID.of($0) }, workerCount: Self.verificationWorkers)
+    }
+
+    /// Records `verifyAhead` is checking, or has checked, that no ingest has taken yet, and how many it started
+    /// since the store was opened (diagnostics and tests).
+    public var verifiedAhead: (waiting: Int, started: Int) { (ahead.count, ahead.started) }
+
     /// Checks and stores a batch of records received from elsewhere, in one transaction.
     ///
     /// Decoding and signature checks (the dominant cost) run on every core, chunk by chunk, while the calling thread
     /// applies the chain checks and inserts to the chunks already checked, inside the transaction; the applied-prefix
-    /// update follows. Results are consumed in input order, so the outcome is the same as checking one record after
-    /// the other. The same record delivered any number of times is stored once.
+    /// update follows. Records whose checks `verifyAhead` started are not checked again. Results are consumed in
+    /// input order, so the outcome is the same as checking one record after the other. The same record delivered
+    /// any number of times is stored once.
     public func ingest(
         _ batch: [[UInt8]], receivedAtMillis: Int64, durability: IngestDurability = .synced
     ) throws(StoreError) -> IngestReport {
         // A record whose id is stored already is a byte-for-byte copy of one verified before (the id hashes the
         // whole encoding): it is a duplicate without decoding or checking its signature again. Gossip delivers
-        // most records more than once, so this skips most signature checks on a busy group.
+        // most records more than once, so this skips most signature checks on a busy group. Looked up inside the
+        // write transaction, on the writer's warm cache, and only for records at a position their feed holds.
         let ids = batch.map { RecordID.of($0) }
-        // A few records (a live message): checked on this thread inside the write transaction, so their
-        // duplicates are looked up there too — one trip to the database on the send → shown path, not two.
-        if batch.count < Self.parallelVerifyThreshold {
-            var stored = Set<Int>()
-            let result: Ingested
-            do {
-                result = try write(durability) { db in
-                    stored = try Self.storedIndices(of: ids, in: db)
-                    return try Self.store(
-                        batch.indices.filter { !stored.contains($0) }.map { batch[$0] }, verification: nil, in: db,
-                        receivedAtMillis: receivedAtMillis)
-                }
-            } catch {
-                throw .database("\(error)")
-            }
-            return Self.report(ids: ids, stored: stored, result)
-        }
-        let stored: Set<Int>
-        do {
-            stored = try writer.read { db in try Self.storedIndices(of: ids, in: db) }
-        } catch {
-            throw .database("\(error)")
-        }
-        let fresh = batch.indices.filter { !stored.contains($0) }.map { batch[$0] }
-        if fresh.isEmpty { return IngestReport(outcomes: ids.map { .duplicate($0) }, applied: [], rebuilt: []) }
-        let verification =
-            fresh.count >= Self.parallelVerifyThreshold
-            ? ParallelVerification(fresh, workerCount: ProcessInfo.processInfo.activeProcessorCount) : nil
+        var held = Set<Int>()
         let result: Ingested
         do {
             result = try write(durability) { db in
-                try Self.store(fresh, verification: verification, in: db, receivedAtMillis: receivedAtMillis)
+                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+                held = try session.heldAlready(batch, ids: ids)
+                let fresh = batch.indices.filter { !held.contains($0) }
+                let verified = Verified(
+                    fresh.map { batch[$0] }, ids: fresh.map { ids[$0] }, ahead: ahead,
+                    parallelFrom: Self.parallelVerifyThreshold, workerCount: Self.verificationWorkers)
+                return try Self.store(verified, in: &session)
             }
         } catch {
             throw .database("\(error)")
         }
-        return Self.report(ids: ids, stored: stored, result)
+        return Self.report(ids: ids, stored: held, result)
     }
 
-    /// Indices of the ids the log holds already.
-    private static func storedIndices(of ids: [RecordID], in db: Database) throws -> Set<Int> {
-        let statement = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
-        var found = Set<Int>()
-        for (index, id) in ids.enumerated() where try Int.fetchOne(statement, arguments: [Data(id.bytes)]) != nil {
-            found.insert(index)
+    /// Threads that decode and check records: one per core.
+    private static let verificationWorkers = ProcessInfo.processInfo.activeProcessorCount
+
+    /// Where each record of an ingest gets its decode-and-verify result: a check `verifyAhead` started, a check
+    /// started now on every core for the rest (when there are at least `parallelFrom` of them), or this thread.
+    private struct Verified {
+        let records: [[UInt8]]
+        private let started: [(ParallelVerification, Int)?]
+        private let parallel: ParallelVerification?
+        /// Index in `parallel` of each record not started ahead.
+        private let parallelIndex: [Int: Int]
+
+        init(
+            _ records: [[UInt8]], ids: [RecordID], ahead: VerificationAhead, parallelFrom: Int = .max,
+            workerCount: Int = 1
+        ) {
+            self.records = records
+            let started = ids.map { ahead.take($0) }
+            self.started = started
+            let rest = records.indices.filter { started[$0] == nil }
+            let parallel =
+                rest.count >= parallelFrom
+                ? ParallelVerification(rest.map { records[$0] }, workerCount: workerCount) : nil
+            self.parallel = parallel
+            parallelIndex = parallel == nil ? [:] : Dictionary(uniqueKeysWithValues: rest.enumerated().map { ($1, $0) })
         }
-        return found
+
+        /// Results in input order.
+        func forEachInOrder(_ body: (ParallelVerification.Outcome) throws -> Void) rethrows {
+            var reader = parallel.map(ParallelVerification.OrderedReader.init)
+            for index in records.indices {
+                if let (verification, position) = started[index] {
+                    try body(verification.outcome(at: position))
+                } else if let position = parallelIndex[index] {
+                    try body(reader!.outcome(at: position))
+                } else {
+                    try body(Result { () throws(RecordFormatError) in try .decodeVerified(records[index]) })
+                }
+            }
+        }
     }
 
-    /// Verifies (with `verification`, or here one after the other) and stores `fresh` in one transaction.
-    private static func store(
-        _ fresh: [[UInt8]], verification: ParallelVerification?, in db: Database, receivedAtMillis: Int64
-    ) throws -> Ingested {
-        var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+    /// Stores the `verified` records in one transaction, in order.
+    private static func store(_ verified: Verified, in session: inout IngestSession) throws -> Ingested {
         var outcomes = [IngestOutcome]()
-        outcomes.reserveCapacity(fresh.count)
-        func take(_ decoded: Result<NatterModel.Record, RecordFormatError>) throws {
+        outcomes.reserveCapacity(verified.records.count)
+        try verified.forEachInOrder { decoded in
             switch decoded {
             case .success(let record): outcomes.append(try session.store(record))
             case .failure(let error): outcomes.append(.rejected(error))
-            }
-        }
-        if let verification {
-            try verification.forEachInOrder(take)
-        } else {
-            for bytes in fresh {
-                try take(Result { () throws(RecordFormatError) in try .decodeVerified(bytes) })
             }
         }
         let (applied, rebuilt) = try session.finish()
@@ -335,6 +352,26 @@ public final class RecordStore: Sendable {
                         ORDER BY sequence LIMIT ?
                         """),
                 arguments: [Data(conversation.bytes), Data(author.bytes), Int64(from), limit]
+            ).map { try NatterModel.Record.decode(Array($0)) }
+        }
+    }
+
+    /// The records of one kind in a feed from sequence `from` through `through`, in sequence order. A relay asks for
+    /// the commits among what it newly applied (only a commit can give it a key) without reading the rest.
+    public func records(
+        conversation: ConversationID, author: AuthorID, from: UInt64, through: UInt64, kind: RecordKind
+    ) throws -> [NatterModel.Record] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence BETWEEN ? AND ?
+                            AND kind = ? AND length(bytes) > 0
+                        ORDER BY sequence
+                        """),
+                arguments: [
+                    Data(conversation.bytes), Data(author.bytes), Int64(from), Int64(through), Int64(kind.rawValue),
+                ]
             ).map { try NatterModel.Record.decode(Array($0)) }
         }
     }

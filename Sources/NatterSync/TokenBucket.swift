@@ -32,6 +32,13 @@ public struct TokenBucket: Sendable, Equatable {
         return true
     }
 
+    /// The balance at `now`, after refilling for the time passed (negative while in debt).
+    public func tokens(now: Duration) -> Double {
+        var copy = self
+        copy.refill(now: now)
+        return copy.tokens
+    }
+
     /// How long from `now` until the balance is positive again; nil when it already is.
     public func waitTime(now: Duration) -> Duration? {
         var copy = self

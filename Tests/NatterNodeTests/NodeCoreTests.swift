@@ -19,6 +19,9 @@ final class PipeNetwork {
     private var queue: [(node: Int, input: NodeInput)] = []
     var events: [(node: Int, event: NodeEvent)] = []
     var framesSent = 0
+    /// Whether bytes that queued up for a link arrive as one input, as the node's transport inbox hands over what
+    /// piled up while it was busy (`TransportInbox`); otherwise each send is one input.
+    var coalescesBytes = false
 
     func add(
         _ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero,
@@ -62,7 +65,14 @@ final class PipeNetwork {
             case .send(let link, let bytes):
                 framesSent += 1
                 if let end = ends[link.raw] {
-                    queue.append((end.peerNode, .bytesReceived(LinkID(end.peerLink), bytes)))
+                    let peerLink = LinkID(end.peerLink)
+                    if coalescesBytes, let last = queue.indices.last,
+                        case .bytesReceived(peerLink, let earlier) = queue[last].input, queue[last].node == end.peerNode
+                    {
+                        queue[last].input = .bytesReceived(peerLink, earlier + bytes)
+                    } else {
+                        queue.append((end.peerNode, .bytesReceived(peerLink, bytes)))
+                    }
                 }
             case .close(let link):
                 if let end = ends.removeValue(forKey: link.raw) {

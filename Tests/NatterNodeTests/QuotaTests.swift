@@ -132,6 +132,25 @@ struct QuotaCoreTests {
         #expect(notices.count == 1, "one line for the flooding peer, not one per record or delivery")
     }
 
+    @Test("records held for a later turn are checked ahead only as far as the link's quota would let them in")
+    func verifiedAheadWithinQuota() throws {
+        // Bytes that pile up arrive as one input (as in the node), so a window runs past the per-turn cap.
+        let (net, _, victim, conversation, flood) = try heldFlood(seed: 47, "ahead", coalescing: true)
+        // The first window ran past the per-turn cap: part of it was checked ahead, within the 1,000-record burst.
+        let started = victim.store.verifiedAhead.started
+        #expect(started > 0, "held records were checked ahead")
+        #expect(started <= 1_000, "never more than the bucket held: \(started)")
+        var seconds = 0
+        while try held(victim, conversation) < flood.count, seconds < 30 {
+            net.advance(.seconds(1))
+            seconds += 1
+            // Whatever was checked ahead was let in by the quota: never ahead of what the link may bring.
+            #expect(victim.store.verifiedAhead.started <= 1_000 + 1_000 * seconds)
+        }
+        #expect(try held(victim, conversation) == flood.count)
+        #expect(victim.store.verifiedAhead.waiting == 0, "every record checked ahead was ingested")
+    }
+
     @Test("a relay evicts conversations it is not in, takes neighbours' feeds back once, and an invitation back")
     func evictionAndInvitation() throws {
         var quotas = QuotaConfiguration()
@@ -262,7 +281,7 @@ struct QuotaOptionTests {
 /// link quota is 1,000 records a second (burst 1,000, no eviction), and run until quiet (virtual time stands still):
 /// the victim holds the burst and the next window, the rest of the flood is held or unsent. Seeds `seed`, `seed + 1`
 /// and `seed + 2` make the flooder, the victim and the flood.
-func heldFlood(seed: UInt64, _ name: String) throws -> (
+func heldFlood(seed: UInt64, _ name: String, coalescing: Bool = false) throws -> (
     net: PipeNetwork, flooder: NodeCore, victim: NodeCore, conversation: ConversationID, flood: [Record]
 ) {
     var quotas = QuotaConfiguration()
@@ -270,6 +289,7 @@ func heldFlood(seed: UInt64, _ name: String) throws -> (
     quotas.peerRecordsBurst = 1_000
     quotas.relayConversationsMax = 10  // no eviction here
     let net = PipeNetwork()
+    net.coalescesBytes = coalescing
     let flooder = try net.add("Flooder", seed: seed)
     let victim = try net.add("Victim", seed: seed + 1, quotas: quotas)
     let conversation = floodConversation(name)

@@ -5,8 +5,9 @@ import Foundation
 import GRDB
 import NatterCrypto
 import NatterModel
-import NatterStore
 import Testing
+
+@testable import NatterStore
 
 @Suite("Conversation tables and queries")
 struct ConversationTableTests {
@@ -41,6 +42,38 @@ struct ConversationTableTests {
         #expect(try bob.conversations.totalUnread() == 1)
         // Sorted by local receive time of the last activity (records here all "arrive" at 1; ties by id).
         #expect(Set(try bob.conversations.conversationList().map(\.id)) == [group, direct])
+    }
+
+    @Test("a relay's refresh reads only new commits while it holds no key, and shows everything once invited")
+    func relayReadsOnlyCommits() throws {
+        let alice = try Replica("Alice", seed: 311)
+        let bob = try Replica("Bob", seed: 312)
+        let relay = try Replica("Relay", seed: 313)
+        try introduce([alice, bob, relay])
+        let group = try alice.conversations.createGroup(title: "Plans", members: [bob.id], now: alice.tick())
+        for n in 0..<3 { try alice.conversations.send("early \(n)", in: group, now: alice.tick()) }
+        try relay.pull(from: alice)
+        #expect(try relay.conversations.refreshChanged()[group] != nil, "the first refresh derives it in full")
+        let checked = try #require(relay.conversations.keyless.withLock { $0[group] }, "no key: remembered")
+        for n in 0..<40 { try alice.conversations.send("later \(n)", in: group, now: alice.tick()) }
+        try relay.pull(from: alice)
+        #expect(try relay.conversations.refreshChanged()[group] == nil, "nothing to show, nothing reported")
+        let read = relay.conversations.caches.withLock { $0[group]?.applied[alice.id] ?? 0 }
+        let applied = try relay.store.feeds(of: group).first { $0.author == alice.id }!.applied
+        #expect(read < applied, "the 40 messages were not read")
+        #expect(relay.conversations.keyless.withLock { $0[group]?[alice.id] } == applied)
+        #expect(checked[alice.id]! < applied)
+        #expect(try relay.conversations.conversationList().isEmpty)
+
+        // Invited: the commit with its slot opens the key, and the whole history shows.
+        try alice.conversations.add([relay.id], to: group, now: alice.tick())
+        try relay.pull(from: alice)
+        #expect(try relay.conversations.refreshChanged()[group] != nil)
+        #expect(relay.conversations.keyless.withLock { $0[group] } == nil)
+        #expect(try relay.conversations.conversationList().map(\.id) == [group])
+        #expect(try relay.texts(group) == (0..<3).map { "early \($0)" } + (0..<40).map { "later \($0)" })
+        let page = try relay.conversations.history(group)
+        #expect(page.contains { $0.text == "later 39" })
     }
 
     @Test("history pages: the last 50, then older pages by cursor, oldest first within a page")

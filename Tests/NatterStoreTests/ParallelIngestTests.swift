@@ -6,8 +6,9 @@
 import Foundation
 import NatterCrypto
 import NatterModel
-import NatterStore
 import Testing
+
+@testable import NatterStore
 
 @Suite("Parallel ingest")
 struct ParallelIngestTests {
@@ -96,6 +97,62 @@ struct ParallelIngestTests {
         let onDisk = try disk.ingest(batch, receivedAtMillis: 1).outcomes
         #expect(try onDisk == memory.ingest(batch, receivedAtMillis: 1).outcomes)
         try expectSameState(disk, memory)
+    }
+
+    @Test(
+        "checks started ahead (any part of the batch, overlapping, some never ingested) decide as checks at ingest",
+        arguments: 0..<8)
+    func verifiedAhead(seed: UInt64) throws {
+        let batch = try Self.mixedBatch(seed: seed)
+        var rng = SeededGenerator(seed: seed &+ 1_000)
+        let ahead = try RecordStore.inMemory()
+        let sequential = try RecordStore.inMemory()
+        // Overlapping slices of the batch (forgeries and garbage included), and records no ingest will bring.
+        for _ in 0..<4 {
+            let start = Int.random(in: 0..<batch.count, using: &rng)
+            let end = Int.random(in: start...min(batch.count, start + 120), using: &rng)
+            ahead.verifyAhead(Array(batch[start..<end]))
+        }
+        let strangers = try ConvergencePropertyTests.scenario(seed: seed &+ 5_000, withFork: false).records.map(\.bytes)
+        ahead.verifyAhead(strangers)
+        #expect(ahead.verifiedAhead.started > strangers.count, "the batch was partly checked ahead")
+        var outcomes = [IngestOutcome]()
+        var index = 0
+        while index < batch.count {
+            let slice = Array(batch[index..<min(index + Int.random(in: 1...100, using: &rng), batch.count)])
+            outcomes += try ahead.ingest(slice, receivedAtMillis: 1).outcomes
+            index += slice.count
+        }
+        var expected = [IngestOutcome]()
+        for bytes in batch { expected += try sequential.ingest([bytes], receivedAtMillis: 1).outcomes }
+        #expect(outcomes == expected)
+        try expectSameState(ahead, sequential)
+        // What was never ingested (the strangers, copies already held when they came) waits; nothing else does.
+        #expect(ahead.verifiedAhead.waiting >= strangers.count)
+        #expect(ahead.verifiedAhead.waiting < ahead.verifiedAhead.started)
+    }
+
+    @Test("records checked ahead and then ingested are taken, not checked again; the ones waiting are bounded")
+    func verifiedAheadTakenAndBounded() throws {
+        let records = try ConvergencePropertyTests.scenario(seed: 77, withFork: false).records.map(\.bytes)
+        try #require(records.count >= 14)
+        let store = try RecordStore.inMemory()
+        store.verifyAhead(records)
+        store.verifyAhead(records)  // started once while remembered
+        #expect(store.verifiedAhead == (waiting: records.count, started: records.count))
+        _ = try store.ingest(records, receivedAtMillis: 1)
+        #expect(store.verifiedAhead.waiting == 0)
+
+        let bounded = VerificationAhead(recordsMax: 10)
+        let ids = records.map { RecordID.of($0) }
+        bounded.start(Array(records.prefix(8)), ids: Array(ids.prefix(8)), workerCount: 2)
+        bounded.start(Array(records[8..<14]), ids: Array(ids[8..<14]), workerCount: 2)
+        #expect(bounded.count == 10, "the oldest are forgotten past the bound")
+        #expect(bounded.take(ids[0]) == nil && bounded.take(ids[3]) == nil, "the four oldest were forgotten")
+        let (verification, position) = try #require(bounded.take(ids[13]))
+        #expect(try verification.outcome(at: position).get().bytes == records[13])
+        #expect(bounded.take(ids[13]) == nil, "taken once")
+        #expect(bounded.count == 9)
     }
 
     private func expectSameState(_ a: RecordStore, _ b: RecordStore) throws {
