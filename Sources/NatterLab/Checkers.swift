@@ -55,7 +55,7 @@ extension Simulation {
         for position in 0..<ledger.count {
             let entry = ledger[position]
             guard entry.mustReach || nodes[entry.author].isUp else { continue }
-            for node in live where (try? node.store.record(entry.id)) == nil {
+            for node in live where (try? node.store.record(entry.ref)) == nil {
                 lost += 1
                 example = example ?? "\(entry.kind) \(entry.id) by \(nodes[entry.author].name) missing on \(node.name)"
             }

@@ -73,7 +73,7 @@ public final class LabSimulation {
                 throw LabError.invalidConfiguration("node \(index) is not up in a group")
             }
             let record = try core.conversations.send("never published", in: group, now: 0)
-            simulation.ledger.add(record.id, author: index, kind: .message, at: simulation.now)
+            simulation.ledger.add(record.ref, author: index, kind: .message, at: simulation.now)
             simulation.ledger.setMustReach(simulation.ledger.count - 1, true)
             return record.id
         }

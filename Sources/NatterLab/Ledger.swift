@@ -18,7 +18,8 @@ public enum OperationKind: String, Sendable, CaseIterable, Comparable {
 /// the author's store), so the checkers demand it everywhere once the network heals.
 struct Ledger {
     struct Entry {
-        let id: RecordID
+        let ref: RecordRef
+        var id: RecordID { ref.id }
         let author: Int
         let kind: OperationKind
         let publishedAt: Duration
@@ -42,12 +43,13 @@ struct Ledger {
     func position(of id: RecordID) -> Int? { index[id] }
 
     @discardableResult
-    mutating func add(_ id: RecordID, author: Int, kind: OperationKind, at time: Duration) -> Int {
+    mutating func add(_ ref: RecordRef, author: Int, kind: OperationKind, at time: Duration) -> Int {
+        let id = ref.id
         precondition(index[id] == nil, "a record is authored once")
         var appliedAt = [Duration?](repeating: nil, count: nodes)
         appliedAt[author] = time
         entries.append(
-            Entry(id: id, author: author, kind: kind, publishedAt: time, appliedAt: appliedAt, appliedCount: 1))
+            Entry(ref: ref, author: author, kind: kind, publishedAt: time, appliedAt: appliedAt, appliedCount: 1))
         index[id] = entries.count - 1
         return entries.count - 1
     }

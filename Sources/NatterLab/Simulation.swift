@@ -220,7 +220,7 @@ final class Simulation {
         node.core = makeCore(node)
         do {
             let profile = try node.core!.conversations.publishProfile(name: node.name, now: millis(now))
-            ledger.add(profile.id, author: index, kind: .profile, at: now)
+            ledger.add(profile.ref, author: index, kind: .profile, at: now)
             perform(index, node.core!.published([profile], now: now))
         } catch {
             fail("\(node.name) could not publish its profile: \(error)")
@@ -343,8 +343,8 @@ final class Simulation {
         switch event {
         case .peerUp:
             nodes[index].failures = 0
-        case .applied(let ids):
-            for id in ids { noteApplied(id, by: index) }
+        case .applied(let refs):
+            for ref in refs { noteApplied(ref, by: index) }
         case .linkFailed(let link, let reason):
             // Timeouts are the network's doing; anything else means a core judged an honest peer faulty (a stream
             // the lab corrupted, or a core bug).
@@ -357,11 +357,11 @@ final class Simulation {
         }
     }
 
-    private func noteApplied(_ id: RecordID, by index: Int) {
+    private func noteApplied(_ ref: RecordRef, by index: Int) {
         let node = nodes[index]
         node.appliedEvents += 1
-        if node.appliedEvents % LabLimits.spotCheckEvery == 0 { spotCheck(id, on: index) }
-        guard let position = ledger.applied(id, by: index, at: now) else { return }
+        if node.appliedEvents % LabLimits.spotCheckEvery == 0 { spotCheck(ref, on: index) }
+        guard let position = ledger.applied(ref.id, by: index, at: now) else { return }
         if phase == .settle, ledger[position].mustReach, node.isUp {
             pendingCopies -= 1
             if pendingCopies == 0 { converged() }
@@ -370,11 +370,12 @@ final class Simulation {
 
     /// The store's guarantee, checked now and then: an applied record's feed predecessor and dependencies are
     /// applied too.
-    private func spotCheck(_ id: RecordID, on index: Int) {
+    private func spotCheck(_ ref: RecordRef, on index: Int) {
+        let id = ref.id
         let store = nodes[index].store
         spotChecks += 1
         do {
-            guard let record = try store.record(id) else {
+            guard let record = try store.record(ref) else {
                 fail("\(nodes[index].name) reported \(id) applied but does not hold it")
                 return
             }
@@ -409,7 +410,7 @@ final class Simulation {
                     let records = try creator.store.appliedRecords(of: id)
                     group = id
                     for record in records {
-                        createPosition = ledger.add(record.id, author: 0, kind: .create, at: now)
+                        createPosition = ledger.add(record.ref, author: 0, kind: .create, at: now)
                     }
                     for node in initial { membership[node.index] = createPosition }
                     perform(0, core.published(records, now: now))

@@ -131,7 +131,7 @@ extension Simulation {
                 record = try core.conversations.send(
                     "message \(ledger.count) from \(node.name) \(filler)", in: group, now: millis(now))
             }
-            let position = ledger.add(record.id, author: author, kind: kind, at: now)
+            let position = ledger.add(record.ref, author: author, kind: kind, at: now)
             if kind == .message {
                 recentMessages.append(position)
                 if recentMessages.count > LabLimits.reactionCandidates { recentMessages.removeFirst() }
@@ -154,7 +154,7 @@ extension Simulation {
             guard (try? core.conversations.profile(of: nodes[index].author)) != nil else { continue }
             do {
                 let record = try core.conversations.add([nodes[index].author], to: group, now: millis(now))
-                membership[index] = ledger.add(record.id, author: 0, kind: .add, at: now)
+                membership[index] = ledger.add(record.ref, author: 0, kind: .add, at: now)
                 removed.remove(index)
                 readmitAt[index] = nil
                 faultTrace.append("\(formatSeconds(now)) add \(nodes[index].name)")
@@ -175,7 +175,7 @@ extension Simulation {
         let victim = members[Int.random(in: 0..<members.count, using: &rng)]
         do {
             let record = try core.conversations.remove([nodes[victim].author], from: group, now: millis(now))
-            ledger.add(record.id, author: 0, kind: .remove, at: now)
+            ledger.add(record.ref, author: 0, kind: .remove, at: now)
             membership[victim] = nil
             removed.insert(victim)
             readmitAt[victim] = now + uniform(.seconds(1), .seconds(2))

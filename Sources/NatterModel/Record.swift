@@ -86,6 +86,40 @@ public struct RecordHeader: Hashable, Sendable {
     }
 }
 
+/// Where a record sits: its conversation, its author's feed there, and its sequence number in that feed. The record
+/// log is addressed by position; the id (the hash of the bytes) proves which record sits there.
+public struct RecordPosition: Hashable, Sendable, CustomStringConvertible {
+    public let conversation: ConversationID
+    public let author: AuthorID
+    public let sequence: UInt64
+
+    public init(conversation: ConversationID, author: AuthorID, sequence: UInt64) {
+        self.conversation = conversation
+        self.author = author
+        self.sequence = sequence
+    }
+
+    public var description: String { "\(conversation.shortHex)/\(author.shortHex)#\(sequence)" }
+}
+
+extension RecordHeader {
+    /// Where the record with this header sits.
+    public var position: RecordPosition {
+        RecordPosition(conversation: conversation, author: author, sequence: sequence)
+    }
+}
+
+/// A record named by its id together with where it sits, so it can be read back from a log addressed by position.
+public struct RecordRef: Hashable, Sendable {
+    public let id: RecordID
+    public let position: RecordPosition
+
+    public init(id: RecordID, position: RecordPosition) {
+        self.id = id
+        self.position = position
+    }
+}
+
 /// A signed record: the unit of everything natter stores and syncs. Immutable; its id is the BLAKE2b-256 of its
 /// canonical bytes. Build one with `Record.sign`, read one with `Record.decode`.
 public struct Record: Hashable, Sendable, CustomStringConvertible {
@@ -104,6 +138,9 @@ public struct Record: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
         self.id = .of(bytes)
     }
+
+    /// The record's id and position.
+    public var ref: RecordRef { RecordRef(id: id, position: header.position) }
 
     /// Signs `header` and `payload` with `identity`, which must be the header's author.
     public static func sign(header: RecordHeader, payload: [UInt8], by identity: IdentityKeyPair)

@@ -81,11 +81,12 @@ public enum RecordCodec {
     /// Where record bytes claim to sit — conversation, author and sequence, read at their fixed offsets — or nil when
     /// the bytes are too short or of another version to say. Nothing is checked: for looking up what a store may
     /// already hold before deciding whether to check the record at all.
-    public static func claimedPosition(_ bytes: [UInt8]) -> (ConversationID, AuthorID, UInt64)? {
+    public static func claimedPosition(_ bytes: [UInt8]) -> RecordPosition? {
         guard bytes.count >= fixedHeaderByteCount, bytes[0] == RecordHeader.currentVersion else { return nil }
         return bytes.withUnsafeBytes { raw in
-            let conversation = ConversationID(raw: Bytes32(reading: raw, at: 2))
-            return (conversation, AuthorID(raw: Bytes32(reading: raw, at: 34)), readUInt64(raw, 66))
+            RecordPosition(
+                conversation: ConversationID(raw: Bytes32(reading: raw, at: 2)),
+                author: AuthorID(raw: Bytes32(reading: raw, at: 34)), sequence: readUInt64(raw, 66))
         }
     }
 

@@ -40,8 +40,8 @@ public enum NodeEvent: Equatable, Sendable {
     case caughtUp(AuthorID)
     /// Initial sync progress with a peer.
     case syncProgress(AuthorID, received: Int, expected: Int)
-    /// Records became applied (from any link, or authored here).
-    case applied([RecordID])
+    /// Records became applied (from any link, or authored here), with where they sit.
+    case applied([RecordRef])
     /// A conversation's derived state changed (new or retracted lines).
     case conversationChanged(ConversationID, TimelineChanges)
     /// Something a person may want to know about the node itself (discovery, ports), one line.
@@ -711,9 +711,9 @@ public final class NodeCore {
     }
 
     /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
-    private func drainCausalBuffer(now: Duration) -> (stored: [StoredRecord], applied: [RecordID]) {
+    private func drainCausalBuffer(now: Duration) -> (stored: [StoredRecord], applied: [RecordRef]) {
         var stored = [StoredRecord]()
-        var applied = [RecordID]()
+        var applied = [RecordRef]()
         var progress = true
         while progress && bufferedCount > 0 {
             progress = false

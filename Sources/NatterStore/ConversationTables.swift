@@ -141,7 +141,7 @@ extension Conversations {
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let ordered = changed.sorted()
-        let received = try store.receiveTimes(of: ordered)
+        let received = try store.receiveTimes(of: ordered.compactMap { snapshot.engine.ref(of: $0) })
         // The changed lines' rows, files, reactions and documents (nil: the line has none any more).
         var lines = [[DatabaseValue]]()
         var files = [RecordID: [DatabaseValue]?]()

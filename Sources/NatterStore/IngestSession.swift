@@ -17,12 +17,6 @@ struct IngestSession {
         let author: AuthorID
     }
 
-    private struct Position: Hashable {
-        let conversation: ConversationID
-        let author: AuthorID
-        let sequence: UInt64
-    }
-
     let db: Database
     let receivedAtMillis: Int64
     private var cache: [FeedKey: FeedState] = [:]
@@ -31,7 +25,7 @@ struct IngestSession {
     private var touched: [ConversationID: Set<AuthorID>] = [:]
     private var needsRebuild: Set<ConversationID> = []
     /// Headers of records inserted in this transaction, so applying them does not read them back.
-    private var fresh: [Position: (RecordHeader, RecordID)] = [:]
+    private var fresh: [RecordPosition: (RecordHeader, RecordID)] = [:]
 
     init(db: Database, receivedAtMillis: Int64) {
         self.db = db
@@ -73,10 +67,10 @@ struct IngestSession {
     // MARK: - Storing
 
     /// Indices of the records in `batch` (ids given) that the log holds already: byte-for-byte copies of records
-    /// checked before. Only a record whose claimed feed position is one its feed holds can be one, so a record
-    /// that extends its feed costs no lookup (a node catching up looks up nothing).
+    /// checked before. Only a record whose claimed feed position is one its feed holds can be one (then the id at
+    /// that position is compared), so a record that extends its feed costs no lookup (a node catching up looks up
+    /// nothing).
     func heldAlready(_ batch: [[UInt8]], ids: [RecordID]) throws -> Set<Int> {
-        let byID = try db.cachedStatement(sql: "SELECT 1 FROM record WHERE id = ?")
         let storedLength = try db.cachedStatement(
             sql: "SELECT stored_sequence FROM feed WHERE conversation = ? AND author = ?")
         // Read apart from the session's feed cache: the claims are unchecked, and a feed made up by one must not
@@ -84,15 +78,16 @@ struct IngestSession {
         var lengths = [FeedKey: UInt64]()
         var found = Set<Int>()
         for (index, bytes) in batch.enumerated() {
-            guard let (conversation, author, sequence) = RecordCodec.claimedPosition(bytes) else { continue }
-            let key = FeedKey(conversation: conversation, author: author)
+            guard let position = RecordCodec.claimedPosition(bytes) else { continue }
+            let key = FeedKey(conversation: position.conversation, author: position.author)
             if lengths[key] == nil {
                 lengths[key] =
                     try cache[key]?.stored
-                    ?? UInt64.fetchOne(storedLength, arguments: [Data(conversation.bytes), Data(author.bytes)]) ?? 0
+                    ?? UInt64.fetchOne(
+                        storedLength, arguments: [Data(position.conversation.bytes), Data(position.author.bytes)]) ?? 0
             }
-            guard sequence <= lengths[key]!, try Int.fetchOne(byID, arguments: [Data(ids[index].bytes)]) != nil
-            else { continue }
+            // The log is addressed by position: a copy is the record whose id sits at the position it claims.
+            guard position.sequence <= lengths[key]!, try recordID(at: position) == ids[index] else { continue }
             found.insert(index)
         }
         return found
@@ -105,11 +100,7 @@ struct IngestSession {
         var state = try feed(key)
         let sequence = header.sequence
         if sequence <= state.stored {
-            if try recordID(at: Position(conversation: key.conversation, author: key.author, sequence: sequence))
-                == record.id
-            {
-                return .duplicate(record.id)
-            }
+            if try recordID(at: header.position) == record.id { return .duplicate(record.id) }
             return try keepEvidence(record, state: &state, forkAt: sequence)
         }
         guard sequence == state.stored + 1 else {
@@ -135,7 +126,7 @@ struct IngestSession {
         state.storedHead = record.id
         update(state)
         touched[key.conversation, default: []].insert(key.author)
-        fresh[Position(conversation: key.conversation, author: key.author, sequence: sequence)] = (header, record.id)
+        fresh[header.position] = (header, record.id)
         return .stored(record.id)
     }
 
@@ -174,7 +165,7 @@ struct IngestSession {
         return .forkEvidence(record.id, forkSequence: newFork)
     }
 
-    private func recordID(at position: Position) throws -> RecordID? {
+    private func recordID(at position: RecordPosition) throws -> RecordID? {
         if let (_, id) = fresh[position] { return id }
         return try Data.fetchOne(
             db.cachedStatement(sql: "SELECT id FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
@@ -184,7 +175,7 @@ struct IngestSession {
 
     /// The header and id of a stored record; nil for a junk feed's record past its applied frontier that is not
     /// in this transaction (its body is dropped: it waits for ever, as it never gets applied elsewhere either).
-    private func header(at position: Position) throws -> (RecordHeader, RecordID)? {
+    private func header(at position: RecordPosition) throws -> (RecordHeader, RecordID)? {
         if let cached = fresh[position] { return cached }
         guard
             let row = try Row.fetchOne(
@@ -199,7 +190,7 @@ struct IngestSession {
         return (try RecordCodec.storedHeader(Array(row[1] as Data)), RecordID(bytes: row[0] as Data))
     }
 
-    private func lamport(at position: Position) throws -> UInt64 {
+    private func lamport(at position: RecordPosition) throws -> UInt64 {
         if let (header, _) = fresh[position] { return header.lamport }
         let value = try Int64.fetchOne(
             db.cachedStatement(
@@ -213,8 +204,8 @@ struct IngestSession {
 
     /// Advances applied prefixes (rebuilding conversations where a fork appeared) and writes feed rows back.
     /// Returns the newly applied records in apply order and the rebuilt conversations.
-    mutating func finish() throws -> (applied: [RecordID], rebuilt: [ConversationID]) {
-        var applied = [RecordID]()
+    mutating func finish() throws -> (applied: [RecordRef], rebuilt: [ConversationID]) {
+        var applied = [RecordRef]()
         let rebuilt = needsRebuild.sorted()
         for conversation in rebuilt {
             var all = try feeds(in: conversation)
@@ -252,7 +243,7 @@ struct IngestSession {
     /// applied when its feed predecessor is, it comes before any fork, every dependency is applied (a dependency
     /// reaching into a forked region counts up to the last record before the fork), and its Lamport number is
     /// exactly one more than its largest dependency's (at least that, when a dependency was cut at a fork).
-    private mutating func advance(_ conversation: ConversationID, candidates: Set<AuthorID>) throws -> [RecordID] {
+    private mutating func advance(_ conversation: ConversationID, candidates: Set<AuthorID>) throws -> [RecordRef] {
         var feeds = try feeds(in: conversation)
         // Feeds left waiting by earlier transactions may be unblocked by this one's records: consider them too.
         var start = candidates
@@ -262,7 +253,7 @@ struct IngestSession {
         var queue = start.sorted()
         var queued = start
         var waiting = [AuthorID: [AuthorID]]()
-        var applied = [RecordID]()
+        var applied = [RecordRef]()
         var head = 0
         while head < queue.count {
             let author = queue[head]
@@ -274,7 +265,7 @@ struct IngestSession {
                 if let fork = state.forkSequence, next >= fork { break }
                 guard
                     let (header, id) = try header(
-                        at: Position(conversation: conversation, author: author, sequence: next))
+                        at: RecordPosition(conversation: conversation, author: author, sequence: next))
                 else { break }
                 var bound: UInt64 = 0
                 var cutAtFork = false
@@ -301,7 +292,8 @@ struct IngestSession {
                         lamport = target.appliedLamport
                     } else {
                         lamport = try self.lamport(
-                            at: Position(conversation: conversation, author: dependency.author, sequence: sequence))
+                            at: RecordPosition(
+                                conversation: conversation, author: dependency.author, sequence: sequence))
                     }
                     // Each record of a feed has a larger Lamport number than the one before, so records cut off
                     // at a fork had at least these numbers.
@@ -325,7 +317,7 @@ struct IngestSession {
                 state.appliedLamport = header.lamport
                 feeds[author] = state
                 update(state)
-                applied.append(id)
+                applied.append(RecordRef(id: id, position: header.position))
                 for waiter in waiting.removeValue(forKey: author) ?? [] where !queued.contains(waiter) {
                     queue.append(waiter)
                     queued.insert(waiter)

@@ -258,7 +258,7 @@ public final class RecordStore: Sendable {
 
     /// What one ingest transaction did with the records it checked: their outcomes, the records it applied, the
     /// conversations whose applied state it rebuilt.
-    private typealias Ingested = (outcomes: [IngestOutcome], applied: [RecordID], rebuilt: [ConversationID])
+    private typealias Ingested = (outcomes: [IngestOutcome], applied: [RecordRef], rebuilt: [ConversationID])
 
     /// The report in input order: the copies already stored, and the outcomes of the rest.
     private static func report(
@@ -329,14 +329,26 @@ public final class RecordStore: Sendable {
 
     // MARK: - Reads
 
-    /// The record with this id, if held in a feed.
-    public func record(_ id: RecordID) throws -> NatterModel.Record? {
+    /// The record at `position`, if held there (a junk feed's dropped body is not). The log is addressed by
+    /// position: there is no index of ids, whose random keys would cost every ingest transaction a page write per
+    /// record (docs/performance.md); `RecordRef` carries both.
+    public func record(at position: RecordPosition) throws -> NatterModel.Record? {
         try writer.read { db in
             try Data.fetchOne(
-                db, sql: "SELECT bytes FROM record WHERE id = ? AND length(bytes) > 0", arguments: [Data(id.bytes)]
+                db.cachedStatement(
+                    sql: """
+                        SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?
+                            AND length(bytes) > 0
+                        """),
+                arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)]
             )
             .map { try NatterModel.Record.decode(Array($0)) }
         }
+    }
+
+    /// The record `ref` names, if held: the one at its position, when its id matches.
+    public func record(_ ref: RecordRef) throws -> NatterModel.Record? {
+        try record(at: ref.position).flatMap { $0.id == ref.id ? $0 : nil }
     }
 
     /// Up to `limit` records of one feed from sequence `from` on, in sequence order (what sync streams).
@@ -484,8 +496,8 @@ public enum IngestOutcome: Equatable, Sendable {
 public struct IngestReport: Sendable {
     /// One outcome per input, in input order.
     public let outcomes: [IngestOutcome]
-    /// Records that became applied, in the order they were applied (causal order).
-    public let applied: [RecordID]
+    /// Records that became applied, in the order they were applied (causal order), with where they sit.
+    public let applied: [RecordRef]
     /// Conversations whose applied state was recomputed from scratch because a fork was discovered.
     public let rebuilt: [ConversationID]
 }
@@ -565,19 +577,28 @@ extension RecordStore {
 }
 
 extension RecordStore {
-    /// When each applied record of a conversation arrived here (local, viewer-specific time).
-    /// Local receive times of the records with these ids (those held).
-    public func receiveTimes(of ids: [RecordID]) throws -> [RecordID: Int64] {
+    /// Local receive times of the records at these positions (those held), by id.
+    public func receiveTimes(of refs: [RecordRef]) throws -> [RecordID: Int64] {
         try writer.read { db in
-            let statement = try db.cachedStatement(sql: "SELECT received_ms FROM record WHERE id = ?")
+            let statement = try db.cachedStatement(
+                sql: "SELECT id, received_ms FROM record WHERE conversation = ? AND author = ? AND sequence = ?")
             var times = [RecordID: Int64]()
-            for id in ids {
-                if let time = try Int64.fetchOne(statement, arguments: [Data(id.bytes)]) { times[id] = time }
+            for ref in refs {
+                let position = ref.position
+                guard
+                    let row = try Row.fetchOne(
+                        statement,
+                        arguments: [
+                            Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
+                        ]), RecordID(bytes: row[0] as Data) == ref.id
+                else { continue }
+                times[ref.id] = row[1]
             }
             return times
         }
     }
 
+    /// When each applied record of a conversation arrived here (local, viewer-specific time).
     public func receiveTimes(of conversation: ConversationID) throws -> [RecordID: Int64] {
         try writer.read { db in
             var times = [RecordID: Int64]()

@@ -239,6 +239,36 @@ enum Schema {
                 sql: "CREATE TABLE durability_mark (id INTEGER PRIMARY KEY CHECK (id = 1), syncs INTEGER NOT NULL)")
             try db.execute(sql: "INSERT INTO durability_mark (id, syncs) VALUES (1, 0)")
         }
+        migrator.registerMigration("v9-record-log-by-position") { db in
+            // The log is addressed by position (conversation, author, sequence), whose index grows at the end of
+            // each feed. The UNIQUE index on record ids (random keys) cost every ingest transaction about one page
+            // write per record, through the WAL and again at the checkpoint (docs/performance.md), and nothing needs
+            // it: a copy is found at the position it claims, and readers name records by `RecordRef`. SQLite cannot
+            // drop a UNIQUE constraint, so the table is rebuilt, rows and rowids (arrival order) kept.
+            try db.execute(
+                sql: """
+                    CREATE TABLE record_by_position (
+                        rowid INTEGER PRIMARY KEY,
+                        id BLOB NOT NULL,
+                        conversation BLOB NOT NULL,
+                        author BLOB NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        kind INTEGER NOT NULL,
+                        epoch BLOB NOT NULL,
+                        lamport INTEGER NOT NULL,
+                        created_ms INTEGER NOT NULL,
+                        received_ms INTEGER NOT NULL,
+                        bytes BLOB NOT NULL,
+                        UNIQUE (conversation, author, sequence)
+                    );
+                    INSERT INTO record_by_position
+                        SELECT rowid, id, conversation, author, sequence, kind, epoch, lamport, created_ms, received_ms,
+                            bytes
+                        FROM record ORDER BY rowid;
+                    DROP TABLE record;
+                    ALTER TABLE record_by_position RENAME TO record;
+                    """)
+        }
         return migrator
     }
 }

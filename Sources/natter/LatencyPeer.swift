@@ -45,9 +45,9 @@ enum LatencyPeer {
             listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [], discovery: nil,
             quotas: NetworkBench.benchQuotas)
         await node.observeEvents { event, _ in
-            guard case .applied(let ids) = event else { return }
+            guard case .applied(let refs) = event else { return }
             let at = NetworkBench.monotonicNanos()
-            for id in ids { line("applied \(id.hex) \(at)") }
+            for ref in refs { line("applied \(ref.id.hex) \(at)") }
         }
         await node.observeSyncs { _ in line("synced \(NetworkBench.monotonicNanos())") }
         line("author \(identity.author.hex)")

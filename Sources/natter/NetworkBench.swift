@@ -78,7 +78,7 @@ enum NetworkBench {
         // follows the send) and the receiver's turn can hold both while the record is already stored.
         let reports = LatencyReports()
         await receiverNode.observeEvents { event, _ in
-            if case .applied(let ids) = event { reports.applied(ids, at: monotonicNanos()) }
+            if case .applied(let refs) = event { reports.applied(refs.map(\.id), at: monotonicNanos()) }
         }
         await receiverNode.observeSyncs { _ in reports.synced(at: monotonicNanos()) }
         return try await running([senderNode, receiverNode]) {

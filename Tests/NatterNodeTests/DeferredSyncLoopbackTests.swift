@@ -27,7 +27,7 @@ struct DeferredSyncLoopbackTests {
         let applied = Mutex<[(at: ContinuousClock.Instant, ids: [RecordID])]>([])
         let syncs = Mutex<[ContinuousClock.Instant]>([])
         await bob.node.observeEvents { event, at in
-            if case .applied(let ids) = event { applied.withLock { $0.append((at, ids)) } }
+            if case .applied(let refs) = event { applied.withLock { $0.append((at, refs.map(\.id))) } }
         }
         await bob.node.observeSyncs { at in syncs.withLock { $0.append(at) } }
         let bobID = await bob.author

@@ -48,7 +48,7 @@ struct LinkRetireTests {
         // A's next record reaches B over C.
         let after = try a.conversations.publishProfile(name: "A4", now: 3)
         net.publish(a, after)
-        #expect(try b.store.record(after.id) != nil)
+        #expect(try b.store.record(after.ref) != nil)
         #expect(try c.store.logDigest() == b.store.logDigest())
     }
 }

@@ -2,10 +2,12 @@
 // numbers — behaves as docs/protocol.md says. Method: real records signed by real identities, ingested into real
 // SQLite stores (in memory), with the store's own reads as the oracle.
 import Foundation
+import GRDB
 import NatterCrypto
 import NatterModel
-import NatterStore
 import Testing
+
+@testable import NatterStore
 
 @Suite("Ingest rules")
 struct IngestTests {
@@ -64,7 +66,7 @@ struct IngestTests {
         #expect(report.outcomes == [.outOfOrder(records[2].id, missingFrom: 1)])
         #expect(try observer.statistics().recordsHeld == 0)
         let rest = try observer.ingest(records.map(\.bytes), receivedAtMillis: 2)
-        #expect(rest.applied == records.map(\.id))
+        #expect(rest.applied == records.map(\.ref))
     }
 
     @Test("a record waits, stored but unapplied, until its dependencies are applied")
@@ -81,10 +83,10 @@ struct IngestTests {
         let observer = try RecordStore.inMemory()
         let early = try observer.ingest([a1.bytes, b1.bytes], receivedAtMillis: 1)
         #expect(early.outcomes == [.stored(a1.id), .stored(b1.id)])
-        #expect(early.applied == [a1.id])
+        #expect(early.applied == [a1.ref])
         #expect(try observer.appliedClock(of: chat)[bob.author] == 0)
         let late = try observer.ingest([a2.bytes], receivedAtMillis: 2)
-        #expect(late.applied == [a2.id, b1.id])
+        #expect(late.applied == [a2.ref, b1.ref])
     }
 
     @Test("a record whose Lamport number is not one more than its largest dependency's stalls its feed")
@@ -99,7 +101,7 @@ struct IngestTests {
         let observer = try RecordStore.inMemory()
         let report = try observer.ingest([a1.bytes, pinned.bytes], receivedAtMillis: 1)
         #expect(report.outcomes == [.stored(a1.id), .stored(pinned.id)])
-        #expect(report.applied == [a1.id])
+        #expect(report.applied == [a1.ref])
         let feed = try #require(try observer.feeds(of: chat).first)
         #expect(feed.stored == 2 && feed.applied == 1)
         #expect(feed.stalledReason?.contains("expected 2") == true)
@@ -171,5 +173,60 @@ struct IngestTests {
         let other = try twin.write(chat, "elsewhere")
         try alice.receive([other])
         #expect(throws: StoreError.self) { try alice.write(chat) }
+    }
+}
+
+@Suite("The record log addressed by position (migration v9)")
+struct RecordLogByPositionTests {
+    @Test("a log written with the id index (v8) upgrades: rows, rowids and arrival times kept, only the position index")
+    func upgradesFromV8() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-v9-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = try ConvergencePropertyTests.scenario(seed: 9, withFork: true).records
+        let before: [Row]
+        do {
+            let store = try RecordStore.open(directory: directory)
+            for (index, record) in scenario.enumerated() {
+                _ = try store.ingest([record.bytes], receivedAtMillis: Int64(index))
+            }
+            let older = try DatabaseQueue()
+            try Schema.migrator.migrate(older, upTo: "v8-durability-mark")
+            try SearchMigrationTests().downgrade(store.writer, to: older)
+            #expect(try SearchMigrationTests().schema(store.writer) == SearchMigrationTests().schema(older))
+            #expect(try Self.recordIndexes(store.writer) == 2, "v8: the id index and the position index")
+            before = try store.writer.read { db in try Row.fetchAll(db, sql: "SELECT rowid, * FROM record ORDER BY rowid") }
+        }
+        let reopened = try RecordStore.open(directory: directory)
+        #expect(try Self.recordIndexes(reopened.writer) == 1, "only the position index")
+        #expect(try reopened.writer.read { db in try Row.fetchAll(db, sql: "SELECT rowid, * FROM record ORDER BY rowid") } == before)
+        #expect(try reopened.integrityCheck() == "ok")
+        // Copies are still found (at the position they claim), forks still kept as evidence, records read back.
+        let again = try reopened.ingest(scenario.map(\.bytes), receivedAtMillis: 99)
+        #expect(again.outcomes.allSatisfy { if case .stored = $0 { false } else { true } })
+        for record in scenario where try reopened.record(record.ref) != nil {
+            #expect(try reopened.record(at: record.header.position)?.id == record.id)
+        }
+        #expect(try reopened.allRecords().count == before.count)
+    }
+
+    @Test("a record is read back by its ref only at its own position; a ref with another id finds nothing")
+    func readByRef() throws {
+        let alice = try Writer(seed: 21)
+        let records = try (0..<3).map { _ in try alice.write(conversationID("refs")) }
+        let store = try RecordStore.inMemory()
+        _ = try store.ingest(records.map(\.bytes), receivedAtMillis: 1)
+        for record in records { #expect(try store.record(record.ref) == record) }
+        let wrong = RecordRef(id: records[0].id, position: records[1].header.position)
+        #expect(try store.record(wrong) == nil)
+        #expect(try store.record(at: records[1].header.position) == records[1])
+        #expect(try store.receiveTimes(of: [records[2].ref, wrong]) == [records[2].id: 1])
+    }
+
+    static func recordIndexes(_ database: any DatabaseReader) throws -> Int {
+        try database.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'record'")!
+        }
     }
 }

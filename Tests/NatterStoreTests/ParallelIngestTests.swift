@@ -45,7 +45,7 @@ struct ParallelIngestTests {
         let sequential = try RecordStore.inMemory()
         let report = try parallel.ingest(batch, receivedAtMillis: 1)
         var outcomes = [IngestOutcome]()
-        var applied = Set<RecordID>()
+        var applied = Set<RecordRef>()
         var rebuilt = false
         for bytes in batch {
             let single = try sequential.ingest([bytes], receivedAtMillis: 1)

@@ -269,10 +269,32 @@ struct SearchMigrationTests {
                     try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(column)")
                 }
             }
+            // Tables a later migration rebuilt (v9's `record`, without its id index): rebuilt as the older schema
+            // had them, rows and rowids kept, with the older schema's indexes.
+            for table in keptTables.sorted() where try db.tableExists(table) {
+                let olderSQL = try older.read { old in try Self.definition(of: table, in: old) }
+                guard try Self.definition(of: table, in: db) != olderSQL, let olderSQL else { continue }
+                let columns = try db.columns(in: table).map(\.name).joined(separator: ", ")
+                try db.execute(sql: "ALTER TABLE \(table) RENAME TO downgraded_\(table)")
+                try db.execute(sql: olderSQL)
+                try db.execute(
+                    sql: "INSERT INTO \(table) (rowid, \(columns)) SELECT rowid, \(columns) FROM downgraded_\(table)")
+                try db.execute(sql: "DROP TABLE downgraded_\(table)")
+                let indexes = try older.read { old in
+                    try String.fetchAll(
+                        old, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                        arguments: [table])
+                }
+                for index in indexes { try db.execute(sql: index) }
+            }
             try db.execute(
                 sql: "DELETE FROM grdb_migrations WHERE identifier NOT IN (SELECT value FROM json_each(?))",
                 arguments: ["[" + keptMigrations.map { "\"\($0)\"" }.joined(separator: ",") + "]"])
         }
+    }
+
+    private static func definition(of table: String, in db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [table])
     }
 
     func schema(_ database: any DatabaseReader) throws -> [String] {

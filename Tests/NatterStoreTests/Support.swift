@@ -77,7 +77,7 @@ func deliver(
             let batch = Array(pending[index..<Swift.min(index + size, pending.count)])
             index += batch.count
             let report = try store.ingest(batch.map(\.bytes), receivedAtMillis: 1)
-            delivery.appliedOrder += report.applied
+            delivery.appliedOrder += report.applied.map(\.id)
             for (record, outcome) in zip(batch, report.outcomes) {
                 delivery.outcomes.append(outcome)
                 if case .outOfOrder = outcome {

@@ -49,6 +49,11 @@ public struct ConversationEngine: Sendable {
     /// Whether a commit cannot be read here (sealed without this identity: removed, or left out of a new epoch).
     public var hasUnreadableCommit: Bool { derivation.unreadableCommits > 0 }
 
+    /// The id and position of a record added to the engine (a line's record), or nil.
+    public func ref(of id: RecordID) -> RecordRef? {
+        bodies[id].map { RecordRef(id: id, position: $0.header.position) }
+    }
+
     /// Where the log of changed lines stands now (see `changes(since:)`).
     public var changeCursor: ChangeCursor {
         ChangeCursor(lineage: lineage, rebuilds: rebuilds, count: derivation.touched.count)

@@ -264,9 +264,9 @@ actor ReplSession {
                 person(
                     "sync", peer,
                     [("caught_up", false), ("received", .int(Int64(received))), ("expected", .int(Int64(expected)))]))
-        case .applied(let ids):
+        case .applied(let refs):
             cachedNames = nil
-            for conversation in conversations(of: ids) { try? diff(conversation, announce: true) }
+            for conversation in conversations(of: refs) { try? diff(conversation, announce: true) }
         case .conversationChanged(let conversation, _):
             try? diff(conversation, announce: true)
         case .file(let event):
@@ -283,14 +283,9 @@ actor ReplSession {
         updatePrompt()
     }
 
-    /// The conversations the applied records belong to (all of them when there are many).
-    private func conversations(of ids: [RecordID]) -> [ConversationID] {
-        if ids.count > 256 { return (try? service.store.conversationIDs()) ?? [] }
-        var found = Set<ConversationID>()
-        for id in ids {
-            if let record = try? service.store.record(id) { found.insert(record.header.conversation) }
-        }
-        return found.filter { views[$0] != nil || !isProfileFeed($0) }.sorted()
+    /// The conversations the applied records belong to.
+    private func conversations(of refs: [RecordRef]) -> [ConversationID] {
+        Set(refs.map(\.position.conversation)).filter { views[$0] != nil || !isProfileFeed($0) }.sorted()
     }
 
     private func isProfileFeed(_ conversation: ConversationID) -> Bool {
