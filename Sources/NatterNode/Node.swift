@@ -430,8 +430,14 @@ public actor Node: Service {
         }
     }
 
-    /// Sleeps until the core's next deadline (at most `tickIntervalMax`), or until `perform` wakes it earlier.
+    /// Sleeps until the core's next deadline (at most `tickIntervalMax`), or until `perform` wakes it earlier. When
+    /// records wait only for the next turn (a long sync window), it yields instead: events that arrived meanwhile
+    /// run first, then the tick ingests the next part, without the millisecond's sleep between parts.
     private func sleepUntilNextDeadline() async {
+        if core.hasIngestDue(now: now) {
+            await Task.yield()
+            return
+        }
         let pause = nextPause()
         let task = Task<Void, Never> { try? await Task.sleep(for: pause) }
         sleeper = (task, now + pause)

@@ -13,16 +13,15 @@ extension NodeCore {
     /// held already, nor the content records of evicted conversations, refused unchecked; their commits were checked
     /// for an invitation).
     func chargeQuotas(
-        link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], headers: [RecordHeader?], refused: Set<Int>,
-        now: Duration
+        link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], records: [Record], refused: Set<Int>, now: Duration
     ) {
         var checked = 0
         var byAuthor = [AuthorID: Int]()
-        for (index, outcome) in outcomes.enumerated() where !refused.contains(index) || headers[index]?.kind == .commit
-        {
+        for (index, outcome) in outcomes.enumerated()
+        where !refused.contains(index) || records[index].header.kind == .commit {
             if case .duplicate = outcome { continue }
             checked += 1
-            if let author = headers[index]?.author { byAuthor[author, default: 0] += 1 }
+            byAuthor[records[index].header.author, default: 0] += 1
         }
         quotas.charge(link: link, lane: lane, records: checked, byAuthor: byAuthor, now: now)
     }
@@ -37,8 +36,8 @@ extension NodeCore {
     }
 
     /// The record, if it is a correctly signed commit that seals a key to this node (an invitation).
-    func invitation(_ bytes: [UInt8]) -> Record? {
-        guard let record = try? Record.decodeVerified(bytes), record.header.kind == .commit,
+    func invitation(_ record: Record) -> Record? {
+        guard record.header.kind == .commit, record.hasValidSignature,
             let commit = try? ConversationPayload.parseCommit(record.payload),
             ConversationPayload.openSlot(commit, member: identity.author, keyPair: identity.encryption) != nil
         else { return nil }

@@ -107,7 +107,7 @@ public final class NodeCore {
     private var links: [LinkID: Link] = [:]
     private var roles: [LinkID: LinkHandshake.Role] = [:]
     /// Records waiting for a predecessor in their feed, per feed and sequence.
-    private var causalBuffer: [FeedKey: [UInt64: [UInt8]]] = [:]
+    private var causalBuffer: [FeedKey: [UInt64: Record]] = [:]
     private var bufferedCount = 0
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
     /// by the driver).
@@ -121,7 +121,7 @@ public final class NodeCore {
     /// Records the sessions delivered while the current input is handled, per delivery and in order. They are
     /// ingested together, in one store transaction, once the input's messages are all read: a link that carries
     /// several sync batches in one input (a node catching up) commits them at once.
-    private var deliveries: [(link: LinkID, lane: SyncLane, records: [[UInt8]])] = []
+    private var deliveries: [(link: LinkID, lane: SyncLane, records: [Record])] = []
     /// Each feed's parent link in its dissemination tree (FeedParents.swift).
     private var feedParents = FeedParents()
     /// Feeds grafted back recently, and until when copies of them prune nothing: the links answer the graft with
@@ -138,7 +138,7 @@ public final class NodeCore {
     private var floodNotices = FloodNotices()
     /// Deliveries the ingest quotas hold back, per link and lane in order, and when the next check is due. At most
     /// a sync window's worth per link and lane: the session returns no credit for them, so the sender waits.
-    private var heldDeliveries: [LaneKey: (deliveries: [[[UInt8]]], until: Duration)] = [:]
+    private var heldDeliveries: [LaneKey: (deliveries: [[Record]], until: Duration)] = [:]
     /// How many leading records of each held run the store is already checking (`RecordStore.verifyAhead`).
     private var verifiedAhead: [LaneKey: Int] = [:]
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
@@ -292,6 +292,12 @@ public final class NodeCore {
         deadlines += heldDeliveries.values.map(\.until)
         if let relayCheckAt { deadlines.append(relayCheckAt) }
         return deadlines.min()
+    }
+
+    /// Whether deliveries wait only for a later turn (the per-turn cap, not a quota) at `now`: a driver with nothing
+    /// else to do ticks again at once instead of sleeping (the next tick ingests them).
+    public func hasIngestDue(now: Duration) -> Bool {
+        heldDeliveries.values.contains { $0.until <= now }
     }
 
     /// Ends one established link cleanly: the goodbye, then the close.
@@ -515,11 +521,11 @@ public final class NodeCore {
         return out
     }
 
-    /// Ingests a link's deliveries of one lane if the quotas allow it now (a header parse names the authors; nothing
-    /// is verified before), or holds them and logs the flood once per peer. At most `ingestRecordsPerTurnMax`
+    /// Ingests a link's deliveries of one lane if the quotas allow it now (the headers name the authors; no signature
+    /// is checked before), or holds them and logs the flood once per peer. At most `ingestRecordsPerTurnMax`
     /// records go at once; the rest wait for the next tick, so other inputs come between. A priority delivery is
     /// checked against the link's priority bucket instead of its bulk one, and the authors' buckets as any other.
-    private func admit(_ run: [[[UInt8]]], from key: LaneKey, now: Duration) -> [NodeAction] {
+    private func admit(_ run: [[Record]], from key: LaneKey, now: Duration) -> [NodeAction] {
         let id = key.link
         let ahead = verifiedAhead.removeValue(forKey: key) ?? 0
         var taken = 1
@@ -529,14 +535,13 @@ public final class NodeCore {
             taken += 1
         }
         let first = Array(run.prefix(taken))
-        let headers = first.joined().map { try? RecordCodec.storedHeader($0) }
-        let authors = Set(headers.compactMap { $0?.author })
+        let authors = Set(first.joined().map(\.header.author))
         guard let wait = quotas.wait(link: id, lane: key.lane, authors: authors, now: now) else {
             if taken < run.count {
                 heldDeliveries[key] = (Array(run[taken...]), now)
                 verifiedAhead[key] = max(0, ahead - records)
             }
-            let out = ingest(first, headers: headers, from: id, lane: key.lane, now: now)
+            let out = ingest(first, from: id, lane: key.lane, now: now)
             verifyHeldAhead(key, now: now)
             return out
         }
@@ -575,9 +580,7 @@ public final class NodeCore {
 
     /// Ingests records delivered by a link's session, replays buffered successors, reports outcomes to that
     /// session (one report per delivery, in order) and pushes what was stored to every other session.
-    private func ingest(
-        _ delivered: [[[UInt8]]], headers: [RecordHeader?], from id: LinkID, lane: SyncLane, now: Duration
-    ) -> [NodeAction] {
+    private func ingest(_ delivered: [[Record]], from id: LinkID, lane: SyncLane, now: Duration) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
         // Records of evicted conversations are refused unchecked (reported as held, so the session does not ask
         // again), except a commit that invites this node (the eviction is forgotten and the conversation fetched)
@@ -587,9 +590,10 @@ public final class NodeCore {
         var refused = Set<Int>()
         var invitations = [Record]()
         var neighbours: Set<AuthorID>?
-        for (index, header) in headers.enumerated() {
-            guard let header, isEvicted(header.conversation, now: now) else { continue }
-            if header.kind == .commit, let invitation = invitation(records[index]) {
+        for (index, record) in records.enumerated() {
+            let header = record.header
+            guard isEvicted(header.conversation, now: now) else { continue }
+            if header.kind == .commit, let invitation = invitation(record) {
                 forgetEviction(header.conversation)
                 invitations.append(invitation)
                 continue
@@ -606,10 +610,8 @@ public final class NodeCore {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
         var storeOutcomes = storeReport.outcomes.makeIterator()
-        let outcomes = records.indices.map {
-            refused.contains($0) ? .duplicate(RecordID.of(records[$0])) : storeOutcomes.next()!
-        }
-        chargeQuotas(link: id, lane: lane, outcomes: outcomes, headers: headers, refused: refused, now: now)
+        let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
+        chargeQuotas(link: id, lane: lane, outcomes: outcomes, records: records, refused: refused, now: now)
         var stored = [StoredRecord]()
         /// Headers of the records appended to their feeds (not fork evidence), for the tree's lag check.
         var appended = [RecordHeader]()
@@ -618,30 +620,22 @@ public final class NodeCore {
         /// New records held for a gap: their link is ahead of us in their feed.
         var ahead = [StoredRecord]()
         recordsDelivered += records.count
-        for (index, (bytes, outcome)) in zip(records, outcomes).enumerated() {
+        for (record, outcome) in zip(records, outcomes) {
             if case .stored = outcome { recordsNew += 1 }
+            let header = record.header
             switch outcome {
             case .stored, .forkEvidence:
-                // The header parsed before ingest names the record: the store has just checked it, so it is not
-                // decoded again.
-                if let header = headers[index] {
-                    let isEvidence = if case .forkEvidence = outcome { true } else { false }
-                    stored.append(
-                        StoredRecord(
-                            conversation: header.conversation, author: header.author, sequence: header.sequence,
-                            bytes: bytes, isForkEvidence: isEvidence))
-                    if !isEvidence { appended.append(header) }
-                }
+                let isEvidence = if case .forkEvidence = outcome { true } else { false }
+                stored.append(
+                    StoredRecord(
+                        conversation: header.conversation, author: header.author, sequence: header.sequence,
+                        bytes: record.bytes, isForkEvidence: isEvidence))
+                if !isEvidence { appended.append(header) }
             case .outOfOrder(_, let missingFrom):
-                if let record = try? Record.decode(bytes) {
-                    buffer(record, missingFrom: missingFrom)
-                    ahead.append(StoredRecord(record))
-                }
+                buffer(record, missingFrom: missingFrom)
+                ahead.append(StoredRecord(record))
             case .duplicate:
-                // The header parsed before ingest names the feed: a copy is not decoded again.
-                if let header = headers[index] {
-                    copies.append(FeedKey(conversation: header.conversation, author: header.author))
-                }
+                copies.append(FeedKey(conversation: header.conversation, author: header.author))
             case .rejected:
                 break
             }
@@ -706,7 +700,7 @@ public final class NodeCore {
         let feed = FeedKey(conversation: record.header.conversation, author: record.header.author)
         guard causalBuffer[feed]?[record.header.sequence] == nil else { return }
         guard bufferedCount < configuration.causalBufferRecordsMax else { return }  // anti-entropy fetches it later
-        causalBuffer[feed, default: [:]][record.header.sequence] = record.bytes
+        causalBuffer[feed, default: [:]][record.header.sequence] = record
         bufferedCount += 1
     }
 
@@ -726,13 +720,10 @@ public final class NodeCore {
                     causalBuffer[feed]![sequence] = nil
                     bufferedCount -= 1
                 }
-                guard let bytes = causalBuffer[feed]?[next] else { continue }
+                guard let record = causalBuffer[feed]?[next] else { continue }
                 causalBuffer[feed]![next] = nil
                 bufferedCount -= 1
-                if let report = try? storeIngest([bytes], now: now),
-                    case .stored = report.outcomes[0],
-                    let record = try? Record.decode(bytes)
-                {
+                if let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] {
                     stored.append(StoredRecord(record))
                     applied += report.applied
                     progress = true
@@ -745,7 +736,7 @@ public final class NodeCore {
 
     /// Ingests received records into the store, stamped with the wall clock and committed as configured
     /// (`NodeConfiguration.ingestDurability`).
-    private func storeIngest(_ records: [[UInt8]], now: Duration) throws(StoreError) -> IngestReport {
+    private func storeIngest(_ records: [Record], now: Duration) throws(StoreError) -> IngestReport {
         try store.ingest(records, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
     }
 

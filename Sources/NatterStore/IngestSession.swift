@@ -66,19 +66,19 @@ struct IngestSession {
 
     // MARK: - Storing
 
-    /// Indices of the records in `batch` (ids given) that the log holds already: byte-for-byte copies of records
-    /// checked before. Only a record whose claimed feed position is one its feed holds can be one (then the id at
-    /// that position is compared), so a record that extends its feed costs no lookup (a node catching up looks up
-    /// nothing).
-    func heldAlready(_ batch: [[UInt8]], ids: [RecordID]) throws -> Set<Int> {
+    /// Indices of the records (their ids, and the positions they claim) that the log holds already: byte-for-byte
+    /// copies of records checked before. Only a record whose claimed position is one its feed holds can be one
+    /// (then the id at that position is compared), so a record that extends its feed costs no lookup (a node
+    /// catching up looks up nothing).
+    func heldAlready(ids: [RecordID], claimed: [RecordPosition?]) throws -> Set<Int> {
         let storedLength = try db.cachedStatement(
             sql: "SELECT stored_sequence FROM feed WHERE conversation = ? AND author = ?")
         // Read apart from the session's feed cache: the claims are unchecked, and a feed made up by one must not
         // become a row.
         var lengths = [FeedKey: UInt64]()
         var found = Set<Int>()
-        for (index, bytes) in batch.enumerated() {
-            guard let position = RecordCodec.claimedPosition(bytes) else { continue }
+        for (index, position) in claimed.enumerated() {
+            guard let position else { continue }
             let key = FeedKey(conversation: position.conversation, author: position.author)
             if lengths[key] == nil {
                 lengths[key] =

@@ -9,29 +9,51 @@ import Synchronization
 ///
 /// Each record's result is a pure function of its bytes, so the outcome of an ingest never depends on how the work
 /// was spread or timed (`ParallelIngestTests`).
+/// A record still to be checked before it may be stored: bytes from elsewhere (decoded, then the signature checked),
+/// or a record decoded already — by the sync session, which checked its structure and canonical form — whose
+/// signature alone is left. Either way the outcome is what `Record.decodeVerified` gives for its bytes.
+enum UncheckedRecord: Sendable {
+    case bytes([UInt8])
+    case decoded(NatterModel.Record)
+
+    func checked() -> ParallelVerification.Outcome {
+        switch self {
+        case .bytes(let bytes): Result { () throws(RecordFormatError) in try .decodeVerified(bytes) }
+        case .decoded(let record): record.hasValidSignature ? .success(record) : .failure(.badSignature)
+        }
+    }
+}
+
 final class ParallelVerification: Sendable {
     typealias Outcome = Result<NatterModel.Record, RecordFormatError>
 
     /// Records verified per unit of work: small enough that the first chunk is ready soon and the last one leaves
     /// little for the caller to wait on, large enough that hand-offs cost nothing next to 32 signature checks.
     static let chunkRecords = 32
+    /// The workers' priority: below the node's own thread (`utility`: nice 2 on Linux), which stores what they
+    /// check, so on cores they share the node's thread runs when it can — it checks any chunk no worker has taken
+    /// (`outcome(at:)`), so it never waits for workers kept off the cores. Not `background` (nice 10): other
+    /// programs' load would then hold the workers back several times more (measured: docs/performance.md).
+    static let workerPriority: DispatchQoS.QoSClass = .utility
 
-    let records: [[UInt8]]
+    let records: [UncheckedRecord]
     nonisolated(unsafe) private let results: UnsafeMutableBufferPointer<Outcome?>
     /// Signalled once when a chunk's results are written; a reader that waits signals it again, so every later
     /// reader passes at once.
     private let ready: [DispatchSemaphore]
-    private let nextChunk = Atomic<Int>(0)
+    /// Which chunks a thread has taken on (each is checked by exactly one), and the first one no worker took yet.
+    private let claims: Mutex<(claimed: [Bool], next: Int)>
 
-    /// Starts checking `records` on `workerCount` threads at once.
-    init(_ records: [[UInt8]], workerCount: Int) {
+    /// Starts checking `records` on `workerCount` threads at once (none: each reader checks what it reads).
+    init(_ records: [UncheckedRecord], workerCount: Int) {
         self.records = records
         results = .allocate(capacity: records.count)
         results.initialize(repeating: nil)
         let chunks = (records.count + Self.chunkRecords - 1) / Self.chunkRecords
         ready = (0..<chunks).map { _ in DispatchSemaphore(value: 0) }
-        for _ in 0..<min(max(1, workerCount), chunks) {
-            DispatchQueue.global().async { [self] in work() }
+        claims = Mutex(([Bool](repeating: false, count: chunks), 0))
+        for _ in 0..<min(max(0, workerCount), chunks) {
+            DispatchQueue.global(qos: Self.workerPriority).async { [self] in work() }
         }
     }
 
@@ -42,25 +64,44 @@ final class ParallelVerification: Sendable {
     }
 
     private func work() {
-        while true {
-            let chunk = nextChunk.add(1, ordering: .relaxed).oldValue
-            guard chunk < ready.count else { return }
-            // Each chunk is written by the one worker that claimed it, and read only after its semaphore.
-            for index in range(of: chunk) {
-                results[index] = Result { () throws(RecordFormatError) in try .decodeVerified(records[index]) }
-            }
-            ready[chunk].signal()
+        while let chunk = claimNext() { check(chunk) }
+    }
+
+    /// The first chunk nobody took yet, now taken by the caller; nil when none is left.
+    private func claimNext() -> Int? {
+        claims.withLock { claims in
+            while claims.next < claims.claimed.count, claims.claimed[claims.next] { claims.next += 1 }
+            guard claims.next < claims.claimed.count else { return nil }
+            claims.claimed[claims.next] = true
+            return claims.next
         }
+    }
+
+    /// Checks the records of a chunk the caller took, then lets its readers in. Each chunk is written by the one
+    /// thread that took it, and read only after its semaphore.
+    private func check(_ chunk: Int) {
+        for index in range(of: chunk) {
+            results[index] = records[index].checked()
+        }
+        ready[chunk].signal()
     }
 
     private func range(of chunk: Int) -> Range<Int> {
         (chunk * Self.chunkRecords)..<min(records.count, (chunk + 1) * Self.chunkRecords)
     }
 
-    /// The result for `records[index]`, waiting for its chunk if it is still being checked. Callers that read in
-    /// order wait at most once per chunk (`OrderedReader`).
+    /// The result for `records[index]`. A chunk no worker has taken yet is checked right here, by the caller, so a
+    /// reader never waits for workers that the scheduler keeps off the cores (they run at a lower priority than
+    /// the node's thread); one a worker is checking is waited for. Callers that read in order take each chunk's
+    /// semaphore once (`OrderedReader`).
     func outcome(at index: Int) -> Outcome {
         let chunk = index / Self.chunkRecords
+        let mine = claims.withLock { claims in
+            guard !claims.claimed[chunk] else { return false }
+            claims.claimed[chunk] = true
+            return true
+        }
+        if mine { check(chunk) }
         ready[chunk].wait()
         ready[chunk].signal()
         return results[index]!
@@ -124,7 +165,7 @@ final class VerificationAhead: Sendable {
     private let state = Mutex(State())
 
     /// Starts checking `records` (ids given) on every core; records already remembered are not checked again.
-    func start(_ records: [[UInt8]], ids: [RecordID], workerCount: Int) {
+    func start(_ records: [UncheckedRecord], ids: [RecordID], workerCount: Int) {
         let new = state.withLock { state in records.indices.filter { state.entries[ids[$0]] == nil } }
         guard !new.isEmpty else { return }
         let verification = ParallelVerification(new.map { records[$0] }, workerCount: workerCount)

@@ -155,12 +155,19 @@ public final class RecordStore: Sendable {
 
     // MARK: - Ingest
 
-    /// Starts decoding and checking `records` on every core now, for an ingest of them that is to come
-    /// (`VerificationAhead`): a node holding deliveries for its next turns has them checked while it works on this
-    /// one. Changes nothing stored; an ingest gives the same outcome with or without it.
-    public func verifyAhead(_ records: [[UInt8]]) {
+    /// Starts checking `records` (decoded by the sync session: their signatures are left) on every core now, for an
+    /// ingest of them that is to come (`VerificationAhead`): a node holding deliveries for its next turns has them
+    /// checked while it works on this one. Changes nothing stored; an ingest gives the same outcome with or without
+    /// it.
+    public func verifyAhead(_ records: [NatterModel.Record]) {
         guard !records.isEmpty else { return }
-        ahead.start(records, ids: records.map { RecordID.of($0) }, workerCount: Self.verificationWorkers)
+        ahead.start(records.map { .decoded($0) }, ids: records.map(\.id), workerCount: Self.verificationWorkers)
+    }
+
+    /// The same for records as bytes from elsewhere (decoded as well as checked ahead).
+    public func verifyAhead(_ batch: [[UInt8]]) {
+        guard !batch.isEmpty else { return }
+        ahead.start(batch.map { .bytes($0) }, ids: batch.map { RecordID.of($0) }, workerCount: Self.verificationWorkers)
     }
 
     /// Records `verifyAhead` is checking, or has checked, that no ingest has taken yet, and how many it started
@@ -177,17 +184,38 @@ public final class RecordStore: Sendable {
     public func ingest(
         _ batch: [[UInt8]], receivedAtMillis: Int64, durability: IngestDurability = .synced
     ) throws(StoreError) -> IngestReport {
+        try ingest(
+            batch.map { .bytes($0) }, ids: batch.map { RecordID.of($0) },
+            claimed: batch.map(RecordCodec.claimedPosition), receivedAtMillis: receivedAtMillis, durability: durability)
+    }
+
+    /// The same for records the sync session decoded (structure and canonical form checked, id computed): only
+    /// their signatures are checked here, and nothing is decoded or hashed again. The outcome is what ingesting their
+    /// bytes gives.
+    public func ingest(
+        _ records: [NatterModel.Record], receivedAtMillis: Int64, durability: IngestDurability = .synced
+    ) throws(StoreError) -> IngestReport {
+        try ingest(
+            records.map { .decoded($0) }, ids: records.map(\.id), claimed: records.map(\.header.position),
+            receivedAtMillis: receivedAtMillis, durability: durability)
+    }
+
+    /// One ingest transaction over records to check, with their ids and the positions they claim (nil: bytes too
+    /// short to say; they are rejected when checked).
+    private func ingest(
+        _ batch: [UncheckedRecord], ids: [RecordID], claimed: [RecordPosition?], receivedAtMillis: Int64,
+        durability: IngestDurability
+    ) throws(StoreError) -> IngestReport {
         // A record whose id is stored already is a byte-for-byte copy of one verified before (the id hashes the
         // whole encoding): it is a duplicate without decoding or checking its signature again. Gossip delivers
         // most records more than once, so this skips most signature checks on a busy group. Looked up inside the
         // write transaction, on the writer's warm cache, and only for records at a position their feed holds.
-        let ids = batch.map { RecordID.of($0) }
         var held = Set<Int>()
         let result: Ingested
         do {
             result = try write(durability) { db in
                 var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
-                held = try session.heldAlready(batch, ids: ids)
+                held = try session.heldAlready(ids: ids, claimed: claimed)
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(
                     fresh.map { batch[$0] }, ids: fresh.map { ids[$0] }, ahead: ahead,
@@ -206,14 +234,14 @@ public final class RecordStore: Sendable {
     /// Where each record of an ingest gets its decode-and-verify result: a check `verifyAhead` started, a check
     /// started now on every core for the rest (when there are at least `parallelFrom` of them), or this thread.
     private struct Verified {
-        let records: [[UInt8]]
+        let records: [UncheckedRecord]
         private let started: [(ParallelVerification, Int)?]
         private let parallel: ParallelVerification?
         /// Index in `parallel` of each record not started ahead.
         private let parallelIndex: [Int: Int]
 
         init(
-            _ records: [[UInt8]], ids: [RecordID], ahead: VerificationAhead, parallelFrom: Int = .max,
+            _ records: [UncheckedRecord], ids: [RecordID], ahead: VerificationAhead, parallelFrom: Int = .max,
             workerCount: Int = 1
         ) {
             self.records = records
@@ -236,7 +264,7 @@ public final class RecordStore: Sendable {
                 } else if let position = parallelIndex[index] {
                     try body(reader!.outcome(at: position))
                 } else {
-                    try body(Result { () throws(RecordFormatError) in try .decodeVerified(records[index]) })
+                    try body(records[index].checked())
                 }
             }
         }

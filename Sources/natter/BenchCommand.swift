@@ -116,7 +116,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         var results: [(String, Int, Double, String)] = [
             ("ed25519_verify", verifications, verify, "one core, \(sample.bytes.count)-byte records"),
-            ("verify_all_cores", verifications, verifyAll, "\(cores) cores in parallel"),
+            (
+                "verify_all_cores", verifications, verifyAll,
+                "\(cores) cores in parallel, best of \(Self.ceilingTrials) runs"
+            ),
             ("decode_verify", workload.records.count, decode, "decode + canonical check + signature, one core"),
             (
                 "sqlite_insert", workload.records.count, insert,
@@ -256,14 +259,22 @@ struct BenchCommand: AsyncParsableCommand {
         return rate
     }
 
+    /// The machine's signature ceiling: the best of `ceilingTrials` runs on every core at once (a ceiling, so the
+    /// best: a run the scheduler or a neighbour slowed says less about the machine than about that moment, and the
+    /// ratios judged against it would swing with it).
     private func measureVerifyOnAllCores(_ record: NatterModel.Record, cores: Int) -> Double {
         let perCore = max(1, verifications / cores)
-        return measure(count: perCore * cores) {
-            DispatchQueue.concurrentPerform(iterations: cores) { _ in
-                for _ in 0..<perCore { precondition(record.hasValidSignature) }
+        return (0..<Self.ceilingTrials).map { _ in
+            measure(count: perCore * cores) {
+                DispatchQueue.concurrentPerform(iterations: cores) { _ in
+                    for _ in 0..<perCore { precondition(record.hasValidSignature) }
+                }
             }
-        }
+        }.max()!
     }
+
+    /// Runs of the all-cores verification ceiling; the best counts.
+    static let ceilingTrials = 3
 
     private func measureInsert(_ records: [NatterModel.Record]) throws -> Double {
         try withScratchStore { store in

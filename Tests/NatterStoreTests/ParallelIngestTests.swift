@@ -132,6 +132,45 @@ struct ParallelIngestTests {
         #expect(ahead.verifiedAhead.waiting < ahead.verifiedAhead.started)
     }
 
+    @Test("records the session decoded (only their signatures left) decide as their bytes do", arguments: 0..<6)
+    func decodedEqualsBytes(seed: UInt64) throws {
+        // What a session passes on: whatever decodes (forged signatures included), in the batch's order.
+        let decoded = try Self.mixedBatch(seed: seed).compactMap { try? Record.decode($0) }
+        #expect(decoded.contains { !$0.hasValidSignature }, "forgeries that decode are among them")
+        var rng = SeededGenerator(seed: seed &+ 2_000)
+        let fromRecords = try RecordStore.inMemory()
+        let fromBytes = try RecordStore.inMemory()
+        fromRecords.verifyAhead(Array(decoded.prefix(decoded.count / 2)))
+        var outcomes = [IngestOutcome]()
+        var expected = [IngestOutcome]()
+        var index = 0
+        while index < decoded.count {
+            let slice = Array(decoded[index..<min(index + Int.random(in: 1...90, using: &rng), decoded.count)])
+            outcomes += try fromRecords.ingest(slice, receivedAtMillis: 1).outcomes
+            expected += try fromBytes.ingest(slice.map(\.bytes), receivedAtMillis: 1).outcomes
+            index += slice.count
+        }
+        #expect(outcomes == expected)
+        #expect(expected.contains { if case .rejected(.badSignature) = $0 { true } else { false } })
+        try expectSameState(fromRecords, fromBytes)
+    }
+
+    @Test("a reader checks the chunks no worker took: with no workers at all, every result is still there, in order")
+    func readerChecksWhatNoWorkerTook() throws {
+        let batch = try Self.mixedBatch(seed: 3)
+        let verification = ParallelVerification(batch.map { .bytes($0) }, workerCount: 0)
+        var reader = ParallelVerification.OrderedReader(verification)
+        for (index, bytes) in batch.enumerated() {
+            let expected = Result { () throws(RecordFormatError) in try Record.decodeVerified(bytes) }
+            #expect(reader.outcome(at: index) == expected, "record \(index)")
+        }
+        // Out of order, and again: each chunk is checked once and then read by anyone.
+        let again = ParallelVerification(batch.map { .bytes($0) }, workerCount: 1)
+        for index in batch.indices.reversed() {
+            #expect(again.outcome(at: index) == verification.outcome(at: index))
+        }
+    }
+
     @Test("records checked ahead and then ingested are taken, not checked again; the ones waiting are bounded")
     func verifiedAheadTakenAndBounded() throws {
         let records = try ConvergencePropertyTests.scenario(seed: 77, withFork: false).records.map(\.bytes)
@@ -145,8 +184,8 @@ struct ParallelIngestTests {
 
         let bounded = VerificationAhead(recordsMax: 10)
         let ids = records.map { RecordID.of($0) }
-        bounded.start(Array(records.prefix(8)), ids: Array(ids.prefix(8)), workerCount: 2)
-        bounded.start(Array(records[8..<14]), ids: Array(ids[8..<14]), workerCount: 2)
+        bounded.start(records.prefix(8).map { .bytes($0) }, ids: Array(ids.prefix(8)), workerCount: 2)
+        bounded.start(records[8..<14].map { .bytes($0) }, ids: Array(ids[8..<14]), workerCount: 2)
         #expect(bounded.count == 10, "the oldest are forgotten past the bound")
         #expect(bounded.take(ids[0]) == nil && bounded.take(ids[3]) == nil, "the four oldest were forgotten")
         let (verification, position) = try #require(bounded.take(ids[13]))

@@ -57,7 +57,7 @@ struct LinkWiringTests {
                     wires[1 - side].append(bytes)
                 case .deliver(let records), .deliverPriority(let records):
                     let lane: SyncLane = if case .deliver = action { .bulk } else { .priority }
-                    let (outcomes, stored) = ends[side].log.ingest(records)
+                    let (outcomes, stored) = ends[side].log.ingest(records.map(\.bytes))
                     ends[side].stored += stored.count
                     process(side, ends[side].session.ingested(outcomes, lane: lane, now: .zero))
                     process(side, ends[side].session.localRecordsStored(stored, now: .zero))

@@ -145,7 +145,7 @@ struct SyncFlowTests {
         pair.a.log.append(more)
         var message = SyncMessage.records([more[3]]).encoded()
         var actions = pair.b.session.receive(message: message, now: pair.now)
-        #expect(actions.contains(.deliver([more[3].bytes])))
+        #expect(actions.contains(.deliver([more[3]])))
         actions = pair.b.session.ingested([.outOfOrder(missingFrom: 11)], now: pair.now)
         message = SyncMessage.request(
             FeedKey(conversation: Fixture.conversation(1), author: Fixture.author(Self.alice)), from: 11

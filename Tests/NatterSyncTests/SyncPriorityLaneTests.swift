@@ -109,7 +109,7 @@ struct SyncPriorityLaneTests {
         var delivered = [[[UInt8]]]()
         for message in pair.b.inbox {
             for action in pair.b.session.receive(message: message, now: pair.now) {
-                if case .deliverPriority(let records) = action { delivered.append(records) }
+                if case .deliverPriority(let records) = action { delivered.append(records.map(\.bytes)) }
                 if case .deliver = action { Issue.record("a priority batch delivered as bulk") }
             }
         }
@@ -154,11 +154,11 @@ struct SyncPriorityLaneTests {
         _ = session.start(now: .zero)
         let bobs = Fixture.feed(Self.bob, in: Self.chat, count: 2)
         let alices = Fixture.feed(Self.alice, in: Self.chat, count: 1)
-        #expect(session.receive(message: SyncMessage.records([bobs[0]]).encoded(), now: .zero).first == .deliver([bobs[0].bytes]))
+        #expect(session.receive(message: SyncMessage.records([bobs[0]]).encoded(), now: .zero).first == .deliver([bobs[0]]))
         #expect(
             session.receive(message: SyncMessage.priorityRecords(alices).encoded(), now: .zero)
-                == [.deliverPriority([alices[0].bytes])])
-        #expect(session.receive(message: SyncMessage.records([bobs[1]]).encoded(), now: .zero).first == .deliver([bobs[1].bytes]))
+                == [.deliverPriority([alices[0]])])
+        #expect(session.receive(message: SyncMessage.records([bobs[1]]).encoded(), now: .zero).first == .deliver([bobs[1]]))
         // The priority delivery first, while both bulk ones wait (held by the node's quota, say).
         #expect(session.ingested([.stored], lane: .priority, now: .zero) == [.send(SyncMessage.priorityCredit(1).encoded())])
         #expect(session.ingested([.stored], now: .zero) == [])

@@ -242,9 +242,9 @@ struct SyncPair {
                 check(message, from: side)
                 carry(message, from: side)
             case .deliver(let records):
-                self[side].pendingIngest.append(records)
+                self[side].pendingIngest.append(records.map(\.bytes))
             case .deliverPriority(let records):
-                self[side].pendingPriorityIngest.append(records)
+                self[side].pendingPriorityIngest.append(records.map(\.bytes))
             case .caughtUp:
                 self[side].caughtUpCount += 1
             case .progress(let received, let expected):

@@ -136,12 +136,13 @@ public enum SyncAction: Equatable, Sendable {
     case send([UInt8])
     /// Ingest these records into the store (per feed in sequence order), then call `ingested` with one outcome per
     /// record, and `localRecordsStored` with what was stored. Every `deliver` gets exactly one `ingested`, in order;
-    /// the session returns the peer's credit only then.
-    case deliver([[UInt8]])
+    /// the session returns the peer's credit only then. Decoded by the session (structure, canonical form, id):
+    /// their signatures are not checked yet.
+    case deliver([Record])
     /// The same for a priority batch (PRIORITY RECORDS, docs/protocol.md §3.7): ingest, then call
     /// `ingested(_:lane: .priority, now:)`. Priority deliveries are reported in their own order, independently of
     /// bulk ones, so the node may ingest them ahead of bulk deliveries its quotas hold back.
-    case deliverPriority([[UInt8]])
+    case deliverPriority([Record])
     /// The initial exchange is complete in both directions as far as this side can tell (emitted once; see
     /// docs/protocol.md §3, "Caught up").
     case caughtUp

@@ -757,12 +757,12 @@ public struct SyncSession<Source: RecordSource> {
         }
         self[flow: lane].pending.append(order.map { delivered[$0] })
         guard lane == .bulk else {
-            actions.append(.deliverPriority(order.map { records[$0].bytes }))
+            actions.append(.deliverPriority(order.map { records[$0] }))
             return
         }
         deliveriesEmitted += 1
         recordsReceived += records.count
-        actions.append(.deliver(order.map { records[$0].bytes }))
+        actions.append(.deliver(order.map { records[$0] }))
         if !caughtUpEmitted {
             actions.append(.progress(received: recordsReceived, expected: max(recordsExpected, recordsReceived)))
         }
