@@ -379,7 +379,14 @@ public actor Node: Service {
     }
 
     private func handle(_ event: TCPTransport.Event) {
-        if Self.tracing { Self.trace("transport: \(event)") }
+        if Self.tracing {
+            // Received bytes by their count: printing them would cost more than handling them.
+            if case .received(let connection, let bytes) = event {
+                Self.trace("transport: received \(bytes.count) bytes on \(connection)")
+            } else {
+                Self.trace("transport: \(event)")
+            }
+        }
         switch event {
         case .opened(let connection, let initiator, let remote):
             remoteHosts[connection] = Self.unscoped(Self.host(of: remote))

@@ -67,8 +67,14 @@ extension NodeCore {
         }
         guard !bytes.isEmpty else { return [] }
         if var tally = relayTally {
-            guard let relay = try? store.possiblyRelayOnly(Set(bytes.keys), member: identity.author) else { return [] }
-            for conversation in relay.sorted() { tally.add(conversation, bytes: bytes[conversation]!) }
+            let unknown = Set(bytes.keys).subtracting(notRelayOnly)
+            if !unknown.isEmpty {
+                guard let relay = try? store.possiblyRelayOnly(unknown, member: identity.author) else { return [] }
+                notRelayOnly.formUnion(unknown.subtracting(relay))
+            }
+            for conversation in bytes.keys.sorted() where !notRelayOnly.contains(conversation) {
+                tally.add(conversation, bytes: bytes[conversation]!)
+            }
             relayTally = tally
         } else {
             // The first records stored since the core started: measured here (what was just stored included), not
@@ -82,6 +88,7 @@ extension NodeCore {
     /// A tally from a measurement of the relay-only conversations, plus those still pending (which the measurement
     /// leaves out: their membership is not derived yet) with their bytes.
     func measuredRelayTally(remaining: [RelayUsage]) -> RelayTally {
+        notRelayOnly = []
         var tally = RelayTally()
         tally.measured(remaining, pending: (try? store.pendingRelayBytes(member: identity.author)) ?? [:])
         return tally

@@ -152,6 +152,10 @@ public final class NodeCore {
     /// Relay-only usage as last measured plus what was stored since: passing the quota checks it at once. Nil until
     /// the first records are stored.
     var relayTally: RelayTally?
+    /// Conversations found not relay-only (a member, or written in here) since the tally was last measured: their
+    /// records are not looked up again on every ingest (a chat message would pay a read transaction for it). A
+    /// membership lost since is counted from the next measurement, at most `relayCheckInterval` later.
+    var notRelayOnly = Set<ConversationID>()
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
 
@@ -613,8 +617,8 @@ public final class NodeCore {
         let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
         chargeQuotas(link: id, lane: lane, outcomes: outcomes, records: records, refused: refused, now: now)
         var stored = [StoredRecord]()
-        /// Headers of the records appended to their feeds (not fork evidence), for the tree's lag check.
-        var appended = [RecordHeader]()
+        /// The records appended to their feeds (not fork evidence), for the tree's lag check.
+        var appended = [Record]()
         var out = [NodeAction]()
         var copies = [FeedKey]()
         /// New records held for a gap: their link is ahead of us in their feed.
@@ -630,7 +634,7 @@ public final class NodeCore {
                     StoredRecord(
                         conversation: header.conversation, author: header.author, sequence: header.sequence,
                         bytes: record.bytes, isForkEvidence: isEvidence))
-                if !isEvidence { appended.append(header) }
+                if !isEvidence { appended.append(record) }
             case .outOfOrder(_, let missingFrom):
                 buffer(record, missingFrom: missingFrom)
                 ahead.append(StoredRecord(record))
@@ -658,8 +662,11 @@ public final class NodeCore {
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }
         out += updateTree(link: id, stored: fromLink + ahead, copies: copies, now: now)
+        // A record applied here has every dependency applied: only those still waiting can reveal a lagging feed.
+        let appliedIDs = Set((storeReport.applied + drained.applied).map(\.id))
         out += regraftLagging(
-            appended + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
+            appended.filter { !appliedIDs.contains($0.id) }.map(\.header)
+                + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
