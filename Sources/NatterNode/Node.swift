@@ -55,9 +55,12 @@ public actor Node: Service {
     /// Threads the node actors run on, apart from Swift's shared cooperative pool. The actor does blocking work —
     /// SQLite reads, fsynced commits, refreshing conversation tables — and on the shared pool (as many threads as
     /// cores) two busy nodes, or one node and its REPL, would hold every thread: other tasks, such as the one that
-    /// shows a message that just arrived, would wait for a refresh to finish. Nodes in one process share these
-    /// threads round-robin. Never shut down, like NIO's own singleton.
-    private static let actorThreads = MultiThreadedEventLoopGroup(numberOfThreads: max(2, System.coreCount))
+    /// shows a message that just arrived, would wait for a refresh to finish. Nodes in one process take these
+    /// threads round-robin: at least eight, so up to eight nodes (tests, benchmarks, the flood test's five) each
+    /// have a thread of their own and the system schedules them as it would separate processes, instead of one
+    /// node's long turn holding another's on a shared thread. Idle threads cost nothing. Never shut down, like
+    /// NIO's own singleton.
+    private static let actorThreads = MultiThreadedEventLoopGroup(numberOfThreads: max(8, System.coreCount))
 
     /// The event loop this actor's jobs run on, as an executor (kept: the unowned reference below must outlive it).
     private nonisolated let executor: any SerialExecutor

@@ -27,6 +27,12 @@ public struct FeedState: Equatable, Sendable {
     /// bodies are dropped, now and as they arrive (`RecordStore.reduceJunk`).
     public var isJunk = false
 
+    /// Bytes of the feed's records held (a junk feed's dropped bodies count nothing), and the local receive time of
+    /// its newest record: kept with the feed, so what a conversation costs the store (`RecordStore.relayUsage`)
+    /// is a sum over its feeds rather than a scan of its records.
+    public var storedBytes = 0
+    public var lastReceivedMillis: Int64 = 0
+
     /// An empty feed.
     public init(conversation: ConversationID, author: AuthorID) {
         self.conversation = conversation
@@ -42,7 +48,10 @@ public struct FeedState: Equatable, Sendable {
 
     /// The columns `init(row:)` reads, in its order.
     static let columns =
-        "conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, fork_sequence, stalled_reason, junk"
+        """
+        conversation, author, stored_sequence, stored_head, applied_sequence, applied_head, applied_lamport, \
+        fork_sequence, stalled_reason, junk, stored_bytes, last_received_ms
+        """
 
     /// Reads a row of `columns` by position (the schema's order), which is much cheaper than by name.
     init(row: Row) {
@@ -56,6 +65,8 @@ public struct FeedState: Equatable, Sendable {
         forkSequence = (row[7] as Int64?).map(UInt64.init)
         stalledReason = row[8]
         isJunk = row[9]
+        storedBytes = row[10]
+        lastReceivedMillis = row[11]
     }
 
     static func fetchAll(_ db: Database, conversation: ConversationID?) throws -> [FeedState] {
@@ -74,13 +85,13 @@ public struct FeedState: Equatable, Sendable {
     func save(_ db: Database) throws {
         try db.cachedStatement(
             sql: """
-                INSERT OR REPLACE INTO feed (conversation, author, stored_sequence, stored_head, applied_sequence,
-                    applied_head, applied_lamport, fork_sequence, stalled_reason, junk)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO feed (\(Self.columns))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             Data(conversation.bytes), Data(author.bytes), Int64(stored), Data(storedHead.bytes), Int64(applied),
             Data(appliedHead.bytes), Int64(appliedLamport), forkSequence.map(Int64.init), stalledReason, isJunk,
+            storedBytes, lastReceivedMillis,
         ])
     }
 }

@@ -124,6 +124,8 @@ struct IngestSession {
         ])
         state.stored = sequence
         state.storedHead = record.id
+        if !state.isJunk { state.storedBytes += record.bytes.count }
+        state.lastReceivedMillis = max(state.lastReceivedMillis, receivedAtMillis)
         update(state)
         touched[key.conversation, default: []].insert(key.author)
         fresh[header.position] = (header, record.id)

@@ -62,7 +62,9 @@ extension RecordStore {
             let candidates = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT conversation, MIN(author), MAX(author = ?) FROM feed
+                    SELECT conversation, MIN(author), MAX(author = ?), SUM(stored_sequence), SUM(stored_bytes),
+                        MAX(last_received_ms)
+                    FROM feed
                     WHERE stored_sequence > 0
                       AND conversation NOT IN (SELECT id FROM conversation WHERE is_member = 1)
                       AND conversation NOT IN (SELECT id FROM dirty_conversation)
@@ -74,13 +76,6 @@ extension RecordStore {
                 let conversation = ConversationID(bytes: row[0] as Data)
                 let wrote: Bool = row[2]
                 if wrote || conversation == .profileFeed(of: AuthorID(bytes: row[1] as Data)) { continue }
-                let sizes = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT COUNT(*), COALESCE(SUM(length(bytes)), 0), COALESCE(MAX(received_ms), 0)
-                            FROM record WHERE conversation = ?
-                            """),
-                    arguments: [row[0] as Data])!
                 var servesNeighbour = false
                 if !neighbours.isEmpty {
                     servesNeighbour = try Data.fetchAll(
@@ -90,7 +85,7 @@ extension RecordStore {
                 }
                 usage.append(
                     RelayUsage(
-                        conversation: conversation, records: sizes[0], bytes: sizes[1], lastActivityMillis: sizes[2],
+                        conversation: conversation, records: row[3], bytes: row[4], lastActivityMillis: row[5],
                         servesNeighbour: servesNeighbour))
             }
             return usage.sorted {
@@ -160,7 +155,7 @@ extension RecordStore {
         let candidates = try possiblyRelayOnly(Set(pending), member: member)
         return try writer.read { db in
             let statement = try db.cachedStatement(
-                sql: "SELECT COALESCE(SUM(length(bytes)), 0) FROM record WHERE conversation = ?")
+                sql: "SELECT COALESCE(SUM(stored_bytes), 0) FROM feed WHERE conversation = ?")
             var bytes = [ConversationID: Int]()
             for conversation in candidates {
                 bytes[conversation] = try Int.fetchOne(statement, arguments: [Data(conversation.bytes)]) ?? 0
@@ -219,11 +214,13 @@ extension RecordStore {
                 let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]
                 dropped +=
                     try Int.fetchOne(
-                        db, sql: "SELECT COALESCE(SUM(length(bytes)), 0) FROM record WHERE conversation = ? AND author = ?",
+                        db, sql: "SELECT stored_bytes FROM feed WHERE conversation = ? AND author = ?",
                         arguments: arguments) ?? 0
                 try db.execute(
                     sql: "UPDATE record SET bytes = X'' WHERE conversation = ? AND author = ?", arguments: arguments)
-                try db.execute(sql: "UPDATE feed SET junk = 1 WHERE conversation = ? AND author = ?", arguments: arguments)
+                try db.execute(
+                    sql: "UPDATE feed SET junk = 1, stored_bytes = 0 WHERE conversation = ? AND author = ?",
+                    arguments: arguments)
             }
             try db.execute(
                 sql: "INSERT OR IGNORE INTO dirty_conversation (id) VALUES (?)", arguments: [Data(conversation.bytes)])

@@ -269,6 +269,23 @@ enum Schema {
                     ALTER TABLE record_by_position RENAME TO record;
                     """)
         }
+        migrator.registerMigration("v10-feed-sizes") { db in
+            // What each feed costs the store, kept with the feed (`FeedState.storedBytes`, `lastReceivedMillis`):
+            // the relay quota's measurement, once a second on a busy relay, sums feeds instead of scanning every
+            // record of every relay-only conversation (docs/performance.md). Filled from the records once.
+            try db.execute(
+                sql: """
+                    ALTER TABLE feed ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE feed ADD COLUMN last_received_ms INTEGER NOT NULL DEFAULT 0;
+                    UPDATE feed SET
+                        stored_bytes = (
+                            SELECT COALESCE(SUM(length(r.bytes)), 0) FROM record r
+                            WHERE r.conversation = feed.conversation AND r.author = feed.author),
+                        last_received_ms = (
+                            SELECT COALESCE(MAX(r.received_ms), 0) FROM record r
+                            WHERE r.conversation = feed.conversation AND r.author = feed.author);
+                    """)
+        }
         return migrator
     }
 }

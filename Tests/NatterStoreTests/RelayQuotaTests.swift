@@ -159,6 +159,57 @@ struct RelayQuotaTests {
         #expect(try store.evictedConversations(sinceMillis: 10_003).isEmpty, "expired")
     }
 
+    @Test("each feed's bytes and newest arrival equal what its records hold: after ingest, junk reduction, eviction")
+    func feedSizesMatchRecords() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (store, bob, _, relays) = try bobsStore(in: directory, relayed: 4)
+        try Self.expectFeedSizesMatchRecords(store)
+        #expect(try store.feeds().contains { $0.storedBytes > 0 && $0.lastReceivedMillis > 1 })
+        // The usage the quota measures is what the records hold.
+        for usage in try store.relayUsage(member: bob.id) {
+            let (records, bytes, newest) = try store.writer.read { db in
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT COUNT(*), SUM(length(bytes)), MAX(received_ms) FROM record WHERE conversation = ?",
+                    arguments: [Data(usage.conversation.bytes)])!
+                return (row[0] as Int, row[1] as Int, row[2] as Int64)
+            }
+            #expect(usage.records == records && usage.bytes == bytes && usage.lastActivityMillis == newest)
+        }
+        let junkAuthor = try #require(try store.feeds(of: relays[0]).first?.author)
+        let dropped = try store.reduceJunk(conversation: relays[0], authors: [junkAuthor])
+        #expect(dropped > 0)
+        try Self.expectFeedSizesMatchRecords(store)
+        _ = try store.enforce(
+            RelayQuota(conversationsMax: 2, bytesMax: 1 << 30), member: bob.id, nowMillis: 9_000, rememberedMax: 10)
+        try Self.expectFeedSizesMatchRecords(store)
+        // More records on top, a second arrival time.
+        let more = try floodRecords(conversation: relays[3], authors: 2, perAuthor: 12, seed: 3)
+        _ = try store.ingest(more.map(\.bytes), receivedAtMillis: 20_000)
+        try Self.expectFeedSizesMatchRecords(store)
+    }
+
+    /// Every feed row's `stored_bytes` and `last_received_ms` against its records (the oracle: a scan).
+    static func expectFeedSizesMatchRecords(_ store: RecordStore) throws {
+        let scanned = try store.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.conversation, f.author, f.stored_bytes, f.last_received_ms,
+                        (SELECT COALESCE(SUM(length(r.bytes)), 0) FROM record r
+                            WHERE r.conversation = f.conversation AND r.author = f.author),
+                        (SELECT COALESCE(MAX(r.received_ms), 0) FROM record r
+                            WHERE r.conversation = f.conversation AND r.author = f.author)
+                    FROM feed f
+                    """)
+        }
+        #expect(!scanned.isEmpty)
+        for row in scanned {
+            #expect(row[2] as Int == row[4] as Int, "bytes of feed \(row[1] as Data)")
+            #expect(row[3] as Int64 == row[5] as Int64, "newest arrival of feed \(row[1] as Data)")
+        }
+    }
+
     @Test("a database from before the quotas (v5) upgrades: evictions table, junk column, the log intact")
     func upgradesFromV5() throws {
         let directory = try temporaryDirectory()
@@ -179,6 +230,7 @@ struct RelayQuotaTests {
         #expect(try reopened.logDigest() == digest)
         #expect(try reopened.evictedConversations(sinceMillis: 0).isEmpty)
         #expect(try reopened.integrityCheck() == "ok")
+        try Self.expectFeedSizesMatchRecords(reopened)  // v10 filled them from the records
     }
 }
 
