@@ -108,6 +108,8 @@ public final class NodeCore {
     private var roles: [LinkID: LinkHandshake.Role] = [:]
     /// Records waiting for a predecessor in their feed, per feed and sequence.
     private var causalBuffer: [FeedKey: [UInt64: Record]] = [:]
+    /// This node's newest own records, which the sessions push without reading them back (`RecentOwnRecords`).
+    private let recentOwnRecords = RecentOwnRecords()
     private var bufferedCount = 0
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
     /// by the driver).
@@ -359,7 +361,9 @@ public final class NodeCore {
     /// Pushes records this node wrote (through `conversations`) to every peer, and reports what changed. Call
     /// after each authoring call.
     public func published(_ records: [Record], now: Duration) -> [NodeAction] {
-        var actions = storedLocally(records.map { StoredRecord($0) }, except: nil, now: now)
+        let stored = records.map { StoredRecord($0) }
+        recentOwnRecords.noteStored(stored.filter { $0.author == identity.author })
+        var actions = storedLocally(stored, except: nil, now: now)
         actions += conversationsMayHaveChanged(now: now)
         return actions
     }
@@ -433,7 +437,7 @@ public final class NodeCore {
         now: Duration
     ) -> [NodeAction] {
         var session = SyncSession(
-            source: StoreRecordSource(store: store),
+            source: StoreRecordSource(store: store, recent: recentOwnRecords),
             pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake)
         )
         let start = session.start(now: now)
@@ -658,6 +662,8 @@ public final class NodeCore {
         let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
         stored += drained.stored
+        // Own records that came back from a peer (a restored identity): the run in memory may no longer end at the head.
+        recentOwnRecords.forget(stored.filter { $0.author == identity.author }.map(\.feed))
         if lane == .priority, !stored.isEmpty { priorityStoredSinceRefresh = true }
         out += storedLocally(stored, except: nil, now: now)
         if !stored.isEmpty, relayCheckAt == nil { relayCheckAt = now + configuration.quotas.relayCheckInterval }

@@ -4,9 +4,11 @@
 import Foundation
 import NatterCrypto
 import NatterModel
-import NatterNode
 import NatterStore
+import NatterSync
 import Testing
+
+@testable import NatterNode
 
 /// A tiny deterministic network of NodeCores joined by ordered byte pipes.
 final class PipeNetwork {
@@ -238,5 +240,53 @@ struct NodeCoreTests {
             net.events.contains { event in
                 if case .linkFailed(_, let reason) = event.event { reason.contains("network") } else { false }
             })
+    }
+}
+
+@Suite("Recent own records (live push without reading back)")
+struct RecentOwnRecordsTests {
+    func stored(_ feed: FeedKey, _ sequence: UInt64) -> StoredRecord {
+        StoredRecord(
+            conversation: feed.conversation, author: feed.author, sequence: sequence,
+            bytes: [UInt8(sequence % 251), 1, 2])
+    }
+
+    @Test("a run ending at the head answers from any of its records; anything else goes to the store")
+    func runsAnswerWhatTheyHold() {
+        let recent = RecentOwnRecords()
+        let feed = FeedKey(conversation: ConversationID(bytes: [UInt8](repeating: 1, count: 32)), author: AuthorID(bytes: [UInt8](repeating: 2, count: 32)))
+        recent.noteStored([stored(feed, 5), stored(feed, 6)])
+        recent.noteStored([stored(feed, 7)])
+        #expect(recent.records(feed, from: 5, limit: 10) == [stored(feed, 5), stored(feed, 6), stored(feed, 7)].map(\.bytes))
+        #expect(recent.records(feed, from: 6, limit: 1) == [stored(feed, 6).bytes])
+        #expect(recent.records(feed, from: 4, limit: 10) == nil, "before the run: the store has it")
+        #expect(recent.records(feed, from: 8, limit: 10) == nil, "past the head")
+        // A gap (records stored some other way) starts a new run.
+        recent.noteStored([stored(feed, 9)])
+        #expect(recent.records(feed, from: 7, limit: 10) == nil)
+        #expect(recent.records(feed, from: 9, limit: 10) == [stored(feed, 9).bytes])
+        // Fork evidence is not part of the feed.
+        recent.noteStored([StoredRecord(conversation: feed.conversation, author: feed.author, sequence: 10, bytes: [9], isForkEvidence: true)])
+        #expect(recent.records(feed, from: 10, limit: 1) == nil)
+        // Records of the feed that came from a peer: the run is dropped, the store answers.
+        recent.forget([feed, feed])
+        #expect(recent.records(feed, from: 9, limit: 10) == nil)
+        recent.noteStored([stored(feed, 12)])
+        #expect(recent.records(feed, from: 12, limit: 10) == [stored(feed, 12).bytes])
+    }
+
+    @Test("at most recordsMax records are held, the least recently written feeds' oldest records going first")
+    func bounded() {
+        let recent = RecentOwnRecords()
+        let feeds = (0..<3).map { FeedKey(conversation: ConversationID(bytes: [UInt8](repeating: UInt8($0), count: 32)), author: AuthorID(bytes: [UInt8](repeating: 9, count: 32))) }
+        let half = RecentOwnRecords.recordsMax / 2
+        recent.noteStored((1...UInt64(half)).map { stored(feeds[0], $0) })
+        recent.noteStored((1...UInt64(half)).map { stored(feeds[1], $0) })
+        recent.noteStored((1...10).map { stored(feeds[2], $0) })
+        // Ten of feed 0's oldest went; feed 0 still answers from 11 on, the others whole.
+        #expect(recent.records(feeds[0], from: 10, limit: 1) == nil)
+        #expect(recent.records(feeds[0], from: 11, limit: 1) == [stored(feeds[0], 11).bytes])
+        #expect(recent.records(feeds[1], from: 1, limit: 1) == [stored(feeds[1], 1).bytes])
+        #expect(recent.records(feeds[2], from: 1, limit: 100)?.count == 10)
     }
 }
