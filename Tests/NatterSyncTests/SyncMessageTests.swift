@@ -120,13 +120,13 @@ struct SyncMessageTests {
         #expect(Self.error([4, 0, 0]) == .zeroCount(field: "credit"))
         #expect(Self.error([4, 0, 9]) == .tooMany(field: "credit batches", count: 9, limit: 8))
         // The priority lane: the same layouts, its own window and caps.
-        #expect(Self.error([14, 0, 3, 0, 1]) == .tooMany(field: "priority credit batches", count: 3, limit: 2))
+        #expect(Self.error([14, 0, 9, 0, 1]) == .tooMany(field: "priority credit batches", count: 9, limit: 8))
         #expect(Self.error([14, 0, 0, 0, 0]) == .zeroCount(field: "records in the priority batch"))
         #expect(Self.error([14, 0, 2, 0, 33]) == .tooMany(field: "records in the priority batch", count: 33, limit: 32))
         #expect(Self.error([14, 0, 0, 0, 1, 0, 1, 0, 1]) == .recordTooLarge(65537))
         #expect(Self.error([15, 0, 0]) == .zeroCount(field: "priority credit"))
-        #expect(Self.error([15, 0, 3]) == .tooMany(field: "priority credit batches", count: 3, limit: 2))
-        #expect(Self.error([15, 0xff, 0xff]) == .tooMany(field: "priority credit batches", count: 65535, limit: 2))
+        #expect(Self.error([15, 0, 9]) == .tooMany(field: "priority credit batches", count: 9, limit: 8))
+        #expect(Self.error([15, 0xff, 0xff]) == .tooMany(field: "priority credit batches", count: 65535, limit: 8))
     }
 
     @Test("a batch above the byte cap is refused at the record that crosses it")
@@ -253,7 +253,7 @@ struct SyncViolationTests {
         for _ in 0..<lane.windowBatches {
             #expect(Self.closes(session.receive(message: batch, now: .zero)) == nil)
         }
-        let expected = lane == .bulk ? "a batch beyond the 8-batch window" : "a priority batch beyond the 2-batch priority window"
+        let expected = lane == .bulk ? "a batch beyond the 8-batch window" : "a priority batch beyond the 8-batch priority window"
         #expect(Self.closes(session.receive(message: batch, now: .zero)) == .malformed(.unexpected(expected)))
         // The other lane's window is apart: it still takes a batch.
         let other = SyncMessage.encodeRecords([Self.records[0].bytes], lane: lane == .bulk ? .priority : .bulk)

@@ -93,18 +93,20 @@ struct SyncPriorityLaneTests {
         #expect(pair.violations == [])
     }
 
-    @Test("each lane has its own credit: the priority window holds two batches, priority credit frees it")
+    @Test("each lane has its own credit: the priority window holds its batches, priority credit frees it")
     func creditPerLane() {
         var pair = Self.pair()
-        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 3)
+        let window = Limits.syncPriorityWindowBatches
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: window + 1)
         for record in alices { pair.author([record], on: .a) }
-        #expect(Self.inbox(pair) == [.priorityRecords([alices[0]]), .priorityRecords([alices[1]])])
+        #expect(Self.inbox(pair) == alices.prefix(window).map { .priorityRecords([$0]) })
         // Bulk credit does not open the priority lane (A's bulk window is full… of nothing: the credit overflows).
         var session = pair.a.session
         #expect(
             session.receive(message: SyncMessage.credit(1).encoded(), now: pair.now).last
                 == .close(.malformed(.unexpected("credit of 1 batches beyond the window"))))
-        // B reads both batches: two priority deliveries, reported in their own order, each returning its credit.
+        // B reads the batches: priority deliveries, reported in their own order; with nothing going back on the lane,
+        // the credit goes alone each time half the window is due.
         var toA = [SyncMessage]()
         var delivered = [[[UInt8]]]()
         for message in pair.b.inbox {
@@ -114,17 +116,38 @@ struct SyncPriorityLaneTests {
             }
         }
         pair.b.inbox = []
-        #expect(delivered == [[alices[0].bytes], [alices[1].bytes]])
+        #expect(delivered == alices.prefix(window).map { [$0.bytes] })
         for records in delivered {
             let (outcomes, _) = pair.b.log.ingest(records)
             for case .send(let bytes) in pair.b.session.ingested(outcomes, lane: .priority, now: pair.now) {
                 toA.append(try! SyncMessage.decode(bytes))
             }
         }
-        #expect(toA == [.priorityCredit(1), .priorityCredit(1)])
-        // One priority credit back: A sends the third record on the lane.
-        let actions = pair.a.session.receive(message: SyncMessage.priorityCredit(1).encoded(), now: pair.now)
-        #expect(actions == [.send(SyncMessage.priorityRecords([alices[2]]).encoded())])
+        let half = Limits.syncPriorityCreditReturnBatches
+        #expect(toA == Array(repeating: .priorityCredit(half), count: window / half))
+        // Priority credit back: A sends the last record on the lane.
+        let actions = pair.a.session.receive(message: SyncMessage.priorityCredit(half).encoded(), now: pair.now)
+        #expect(actions == [.send(SyncMessage.priorityRecords([alices[window]]).encoded())])
+        #expect(pair.violations == [])
+    }
+
+    @Test("priority credit rides on the next priority batch going back: a chat both ways sends no PRIORITY CREDIT")
+    func creditRidesBack() {
+        var pair = Self.pair()
+        pair.b.priorityAuthors = [Fixture.author(Self.bob)]
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 20)
+        let bobs = Fixture.feed(Self.bob, in: Self.chat, count: 20)
+        for (alice, bob) in zip(alices, bobs) {
+            pair.author([alice], on: .a)
+            pair.run()
+            pair.author([bob], on: .b)
+            pair.run()
+        }
+        #expect(LogContents(pair.a.log).chain.count == 40 && LogContents(pair.b.log).chain.count == 40)
+        for side in [Side.a, .b] {
+            #expect(pair.stats[side]!.count(.priorityRecords) == 20)
+            #expect(pair.stats[side]!.count(.priorityCredit) <= 1, "credit went on the batches, not alone")
+        }
         #expect(pair.violations == [])
     }
 
@@ -159,8 +182,9 @@ struct SyncPriorityLaneTests {
             session.receive(message: SyncMessage.priorityRecords(alices).encoded(), now: .zero)
                 == [.deliverPriority([alices[0]])])
         #expect(session.receive(message: SyncMessage.records([bobs[1]]).encoded(), now: .zero).first == .deliver([bobs[1]]))
-        // The priority delivery first, while both bulk ones wait (held by the node's quota, say).
-        #expect(session.ingested([.stored], lane: .priority, now: .zero) == [.send(SyncMessage.priorityCredit(1).encoded())])
+        // The priority delivery first, while both bulk ones wait (held by the node's quota, say); its credit waits for
+        // a batch going back or half the window.
+        #expect(session.ingested([.stored], lane: .priority, now: .zero) == [])
         #expect(session.ingested([.stored], now: .zero) == [])
         #expect(session.ingested([.stored], now: .zero) == [])
         #expect(!session.isClosed)
