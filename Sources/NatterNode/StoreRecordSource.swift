@@ -12,10 +12,7 @@ struct StoreRecordSource: RecordSource {
     let recent: RecentOwnRecords
 
     func conversations() -> [ConversationID] {
-        let feeds = (try? store.feeds()) ?? []
-        var seen = [ConversationID]()
-        for feed in feeds where feed.stored > 0 && seen.last != feed.conversation { seen.append(feed.conversation) }
-        return seen
+        (try? store.conversationsHeld()) ?? []
     }
 
     func feedHeads(of conversation: ConversationID) -> [FeedHead] {

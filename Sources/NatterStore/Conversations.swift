@@ -154,8 +154,7 @@ public final class Conversations: Sendable {
     /// What this node knows about who may found `conversation`: for the direct conversation with a peer whose
     /// profile we hold, the two parties.
     public func context(for conversation: ConversationID) throws -> ConversationContext {
-        let authors = try store.feeds().filter { $0.applied > 0 && $0.conversation == .profileFeed(of: $0.author) }
-            .map(\.author)
+        let authors = try store.profileAuthors()
         let peer: AuthorID? = directPeers.withLock { cache in
             for author in authors where author != me && !cache.known.contains(author) {
                 cache.known.insert(author)

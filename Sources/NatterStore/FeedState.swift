@@ -93,5 +93,15 @@ public struct FeedState: Equatable, Sendable {
             Data(appliedHead.bytes), Int64(appliedLamport), forkSequence.map(Int64.init), stalledReason, isJunk,
             storedBytes, lastReceivedMillis,
         ])
+        try saveProfileAuthor(db)
+    }
+
+    /// Keeps `profile_author` in step with this row: its author is listed while its profile feed is applied.
+    func saveProfileAuthor(_ db: Database) throws {
+        guard conversation == .profileFeed(of: author) else { return }
+        try db.cachedStatement(
+            sql: applied > 0
+                ? "INSERT OR IGNORE INTO profile_author (author) VALUES (?)" : "DELETE FROM profile_author WHERE author = ?"
+        ).execute(arguments: [Data(author.bytes)])
     }
 }

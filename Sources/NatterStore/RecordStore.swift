@@ -434,6 +434,25 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// The authors whose profile feed is applied here, in order: the people this node can name and seal keys to.
+    /// Read from `profile_author`, not from a scan of every feed.
+    public func profileAuthors() throws -> [AuthorID] {
+        try writer.read { db in
+            try Data.fetchAll(db.cachedStatement(sql: "SELECT author FROM profile_author ORDER BY author"))
+                .map { AuthorID(bytes: $0) }
+        }
+    }
+
+    /// The conversations of which this node holds records, in order (what a sync summary lists): read from the feed
+    /// table's key, without decoding its rows.
+    public func conversationsHeld() throws -> [ConversationID] {
+        try writer.read { db in
+            try Data.fetchAll(
+                db.cachedStatement(sql: "SELECT DISTINCT conversation FROM feed WHERE stored_sequence > 0 ORDER BY conversation")
+            ).map { ConversationID(bytes: $0) }
+        }
+    }
+
     /// Every feed's state, ordered by conversation then author.
     public func feeds() throws -> [FeedState] {
         try writer.read { db in try FeedState.fetchAll(db, conversation: nil) }

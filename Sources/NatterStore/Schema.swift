@@ -286,6 +286,14 @@ enum Schema {
                             WHERE r.conversation = feed.conversation AND r.author = feed.author);
                     """)
         }
+        migrator.registerMigration("v11-profile-authors") { db in
+            // The authors whose profile feed is applied here (`RecordStore.profileAuthors`): every conversation
+            // snapshot asks who could be the other party of a direct conversation, and reading every feed row for
+            // that cost a scan of the whole feed table per snapshot (thousands of junk feeds under a flood).
+            // `FeedState.save` keeps it; filled from the feed table once.
+            try db.execute(sql: "CREATE TABLE profile_author (author BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID")
+            for feed in try FeedState.fetchAll(db, conversation: nil) { try feed.saveProfileAuthor(db) }
+        }
         return migrator
     }
 }

@@ -745,9 +745,7 @@ actor ReplSession {
     private var names: NameBook {
         if let cachedNames { return cachedNames }
         var found = [AuthorID: String]()
-        let authors =
-            (try? service.store.feeds().filter { $0.applied > 0 && $0.conversation == .profileFeed(of: $0.author) }
-                .map(\.author)) ?? []
+        let authors = (try? service.store.profileAuthors()) ?? []
         for author in authors {
             if let name = (try? service.profile(of: author))??.name { found[author] = name }
         }
