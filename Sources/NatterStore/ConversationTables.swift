@@ -513,7 +513,7 @@ extension Conversations {
         }
         var changes = [ConversationID: TimelineChanges]()
         for conversation in dirty {
-            let isProfileFeed = try store.feeds(of: conversation).contains {
+            let isProfileFeed = try store.liveFeeds(of: conversation).contains {
                 $0.conversation == .profileFeed(of: $0.author)
             }
             if isProfileFeed {

@@ -102,8 +102,8 @@ public final class Conversations: Sendable {
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
         for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }
-        return try store.feeds(of: conversation).filter {
-            $0.applied > 0 && !$0.isJunk && !everMember.contains($0.author)
+        return try store.liveFeeds(of: conversation).filter {
+            $0.applied > 0 && !everMember.contains($0.author)
         }
         .map(\.author)
     }
@@ -172,7 +172,9 @@ public final class Conversations: Sendable {
     /// checked (`ConversationEngine`); the result always equals a derivation from scratch.
     public func snapshot(of conversation: ConversationID) throws -> ConversationSnapshot {
         let context = try context(for: conversation)
-        let feeds = try store.feeds(of: conversation)
+        // Junk feeds are left out: their bodies are dropped, so they add nothing to the derivation, and a flood of
+        // throwaway identities would otherwise make every snapshot read thousands of feed rows.
+        let feeds = try store.liveFeeds(of: conversation)
         // Taken out of the table while it is extended, so its storage is not shared and `add` does not copy every
         // entry of the conversation (copy-on-write); put back below. A concurrent snapshot of the same
         // conversation meanwhile starts from scratch, which is slower but gives the same state. If reading throws,

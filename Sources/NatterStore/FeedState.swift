@@ -82,6 +82,16 @@ public struct FeedState: Equatable, Sendable {
             .map(FeedState.init(row:))
     }
 
+    /// The feeds of `conversation` that are not junk, ordered by author, through the partial index `feed_live`:
+    /// the cost follows the live feeds, not the junk ones.
+    static func fetchLive(_ db: Database, conversation: ConversationID) throws -> [FeedState] {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT \(columns) FROM feed INDEXED BY feed_live WHERE conversation = ? AND junk = 0 ORDER BY author"),
+            arguments: [Data(conversation.bytes)]
+        ).map(FeedState.init(row:))
+    }
+
     func save(_ db: Database) throws {
         try db.cachedStatement(
             sql: """

@@ -51,6 +51,24 @@ struct IngestSession {
     }
 
     /// Every feed of `conversation` (cached ones win over the database's, which may be older).
+    /// The feeds of `conversation` that are not junk (cached ones win), read through `feed_live`: what an own
+    /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
+    /// The state of one author's feed in `conversation` (empty when none is held).
+    mutating func feed(of author: AuthorID, in conversation: ConversationID) throws -> FeedState {
+        try feed(FeedKey(conversation: conversation, author: author))
+    }
+
+    mutating func liveFeeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
+        var result = [AuthorID: FeedState]()
+        for state in try FeedState.fetchLive(db, conversation: conversation) {
+            let key = FeedKey(conversation: conversation, author: state.author)
+            let current = cache[key] ?? state
+            if cache[key] == nil { cache[key] = state }
+            if !current.isJunk { result[state.author] = current }
+        }
+        return result
+    }
+
     mutating func feeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         if !fullyLoaded.contains(conversation) {
             for state in try FeedState.fetchAll(db, conversation: conversation) {

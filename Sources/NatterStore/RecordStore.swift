@@ -322,15 +322,15 @@ public final class RecordStore: Sendable {
         let author = AuthorID(identity.publicKey)
         return try writer.write { db in
             var session = IngestSession(db: db, receivedAtMillis: createdAtMillis)
-            let feeds = try session.feeds(in: conversation)
-            let own = feeds[author]
+            let feeds = try session.liveFeeds(in: conversation)
+            let own: FeedState? = try session.feed(of: author, in: conversation)
             if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
                 throw StoreError.ownFeedFrozen(conversation: conversation)
             }
             var dependencies = [AuthorID: UInt64]()
             var lamport: UInt64 = 0
             // Junk feeds are no dependency: a member who never held them (they are dropped everywhere) must apply this.
-            for (feedAuthor, feed) in feeds where feed.applied > 0 && !feed.isJunk {
+            for (feedAuthor, feed) in feeds where feed.applied > 0 {
                 dependencies[feedAuthor] = feed.applied
                 lamport = max(lamport, feed.appliedLamport)
             }
@@ -463,10 +463,17 @@ public final class RecordStore: Sendable {
         try writer.read { db in try FeedState.fetchAll(db, conversation: conversation) }
     }
 
-    /// A conversation's applied vector clock: the causal frontier every member converges on.
+    /// The feeds of one conversation that are not junk, ordered by author: read through an index of those alone, so
+    /// thousands of junk feeds (a flood from throwaway identities) cost nothing here.
+    public func liveFeeds(of conversation: ConversationID) throws -> [FeedState] {
+        try writer.read { db in try FeedState.fetchLive(db, conversation: conversation) }
+    }
+
+    /// A conversation's applied vector clock: the causal frontier every member converges on. Junk feeds are no part
+    /// of it (as they are no dependency of what this node writes).
     public func appliedClock(of conversation: ConversationID) throws -> VectorClock {
         var positions = [AuthorID: UInt64]()
-        for feed in try feeds(of: conversation) { positions[feed.author] = feed.applied }
+        for feed in try liveFeeds(of: conversation) where feed.applied > 0 { positions[feed.author] = feed.applied }
         return VectorClock(positions)
     }
 

@@ -294,6 +294,12 @@ enum Schema {
             try db.execute(sql: "CREATE TABLE profile_author (author BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID")
             for feed in try FeedState.fetchAll(db, conversation: nil) { try feed.saveProfileAuthor(db) }
         }
+        migrator.registerMigration("v12-live-feeds") { db in
+            // The feeds of a conversation that are not junk (`RecordStore.liveFeeds`): what authoring depends on
+            // and what a snapshot reads. A flood from throwaway identities leaves thousands of junk feeds in a
+            // member conversation; without this index each message read all of them (docs/performance.md).
+            try db.execute(sql: "CREATE INDEX feed_live ON feed(conversation, author) WHERE junk = 0")
+        }
         return migrator
     }
 }

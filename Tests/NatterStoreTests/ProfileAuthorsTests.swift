@@ -5,6 +5,7 @@
 import Foundation
 import GRDB
 import NatterModel
+import NatterTestSupport
 import Testing
 
 @testable import NatterStore
@@ -59,5 +60,31 @@ struct ProfileAuthorsTests {
         #expect(expected.count == 2)
         #expect(try reopened.profileAuthors() == expected)
         #expect(try reopened.integrityCheck() == "ok")
+    }
+}
+
+@Suite("Live feeds: junk feeds cost authoring nothing")
+struct LiveFeedTests {
+    @Test("junk feeds are left out of live feeds, the applied clock and what a new record depends on")
+    func junkLeftOut() throws {
+        let alice = try Replica("Alice", seed: 31)
+        let bob = try Replica("Bob", seed: 32)
+        try introduce([alice, bob])
+        let group = try alice.conversations.createGroup(title: "g", members: [bob.id], now: alice.tick())
+        try alice.conversations.send("before the flood", in: group, now: alice.tick())
+        let flood = try floodRecords(conversation: group, authors: 600, perAuthor: 1, seed: 33)
+        _ = try alice.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        try alice.conversations.refreshChanged()
+        #expect(try alice.conversations.reduceJunk(in: group).count == 600)
+        let live = try alice.store.liveFeeds(of: group)
+        #expect(live.map(\.author) == [alice.id], "Bob has not written; the 600 throwaway feeds are junk")
+        #expect(try alice.store.feeds(of: group).filter(\.isJunk).count == 600)
+        #expect(try alice.store.appliedClock(of: group) == VectorClock([alice.id: 2]))
+        // More authors than a record may depend on (512), all junk: writing goes on, depending on no junk feed.
+        let record = try alice.conversations.send("after the flood", in: group, now: alice.tick())
+        #expect(record.header.dependencies == VectorClock([alice.id: 2]))
+        let receipt = try alice.conversations.markRead(group, now: alice.tick())
+        #expect(receipt.header.dependencies == VectorClock([alice.id: 3]))
+        #expect(try !alice.conversations.snapshot(of: group).lockedOut)
     }
 }

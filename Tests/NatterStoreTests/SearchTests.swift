@@ -262,6 +262,13 @@ struct SearchMigrationTests {
                     arguments: [virtual])
                 for table in tables where !keptTables.contains(table) { try db.execute(sql: "DROP TABLE \(table)") }
             }
+            // Indexes later migrations added (v12's `feed_live`), before the columns they cover go.
+            let keptIndexes = try older.read { old in
+                Set(try String.fetchAll(old, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"))
+            }
+            let indexes = try String.fetchAll(
+                db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+            for index in indexes where !keptIndexes.contains(index) { try db.execute(sql: "DROP INDEX \(index)") }
             // Columns later migrations added to tables the older schema has (v7's `feed.junk`).
             for table in keptTables.sorted() where try db.tableExists(table) {
                 let olderColumns = try older.read { old in Set(try old.columns(in: table).map(\.name)) }
