@@ -138,11 +138,9 @@ public final class NodeCore {
     /// Ingest quotas per link and per author, checked before a delivery is verified.
     var quotas: IngestQuotas
     private var floodNotices = FloodNotices()
-    /// Deliveries the ingest quotas hold back, per link and lane in order, and when the next check is due. At most
-    /// a sync window's worth per link and lane: the session returns no credit for them, so the sender waits.
-    private var heldDeliveries: [LaneKey: (deliveries: [[Record]], until: Duration)] = [:]
-    /// How many leading records of each held run the store is already checking (`RecordStore.verifyAhead`).
-    private var verifiedAhead: [LaneKey: Int] = [:]
+    /// Deliveries the ingest quotas hold back, per link and lane (`HeldRun`). At most a sync window's worth per link
+    /// and lane: the session returns no credit for them, so the sender waits.
+    private var heldDeliveries: [LaneKey: HeldRun] = [:]
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
     /// except those of this node's neighbours (`priorityAuthors`) — unless the conversation is in `evictedAgain`.
     var evicted: [ConversationID: Int64] = [:]
@@ -166,6 +164,14 @@ public final class NodeCore {
         let link: LinkID
         let lane: SyncLane
         static func < (lhs: LaneKey, rhs: LaneKey) -> Bool { (lhs.lane, lhs.link) < (rhs.lane, rhs.link) }
+    }
+
+    /// A link's deliveries of one lane that wait, in order: until `until` (a quota), or only for the next turn
+    /// (`until` now). The store is already checking the first `checkedAhead` records (`verifyHeldAhead`).
+    private struct HeldRun {
+        var deliveries: [[Record]]
+        let until: Duration
+        var checkedAhead: Int
     }
 
     private enum Link {
@@ -268,10 +274,7 @@ public final class NodeCore {
             return out + ingestDeliveries(now: now)
         case .linkClosed(let id):
             roles[id] = nil
-            for lane in SyncLane.allCases {
-                heldDeliveries[LaneKey(link: id, lane: lane)] = nil
-                verifiedAhead[LaneKey(link: id, lane: lane)] = nil
-            }
+            for lane in SyncLane.allCases { heldDeliveries[LaneKey(link: id, lane: lane)] = nil }
             quotas.forget(link: id)
             guard let link = links.removeValue(forKey: id) else { return [] }
             if case .established(let established) = link { return [.event(.peerDown(established.peer, id))] }
@@ -533,9 +536,9 @@ public final class NodeCore {
     /// is checked before), or holds them and logs the flood once per peer. At most `ingestRecordsPerTurnMax`
     /// records go at once; the rest wait for the next tick, so other inputs come between. A priority delivery is
     /// checked against the link's priority bucket instead of its bulk one, and the authors' buckets as any other.
-    private func admit(_ run: [[Record]], from key: LaneKey, now: Duration) -> [NodeAction] {
+    /// `checkedAhead`: how many of the run's leading records the store is checking already (`verifyHeldAhead`).
+    private func admit(_ run: [[Record]], from key: LaneKey, checkedAhead: Int = 0, now: Duration) -> [NodeAction] {
         let id = key.link
-        let ahead = verifiedAhead.removeValue(forKey: key) ?? 0
         var taken = 1
         var records = run[0].count
         while taken < run.count, records + run[taken].count <= configuration.quotas.ingestRecordsPerTurnMax {
@@ -546,15 +549,14 @@ public final class NodeCore {
         let authors = Set(first.joined().map(\.header.author))
         guard let wait = quotas.wait(link: id, lane: key.lane, authors: authors, now: now) else {
             if taken < run.count {
-                heldDeliveries[key] = (Array(run[taken...]), now)
-                verifiedAhead[key] = max(0, ahead - records)
+                heldDeliveries[key] = HeldRun(
+                    deliveries: Array(run[taken...]), until: now, checkedAhead: max(0, checkedAhead - records))
             }
             let out = ingest(first, from: id, lane: key.lane, now: now)
             verifyHeldAhead(key, now: now)
             return out
         }
-        heldDeliveries[key] = (run, now + wait)
-        verifiedAhead[key] = ahead
+        heldDeliveries[key] = HeldRun(deliveries: run, until: now + wait, checkedAhead: checkedAhead)
         guard case .established(let established) = links[id],
             let line = floodNotices.held(established.peer, now: now)
         else { return [] }
@@ -567,21 +569,20 @@ public final class NodeCore {
     /// let in, so a flood costs no more verification than without it; the outcome of the ingest is the same.
     private func verifyHeldAhead(_ key: LaneKey, now: Duration) {
         guard let held = heldDeliveries[key], held.until <= now, case .established = links[key.link] else { return }
-        let ahead = verifiedAhead[key] ?? 0
         let records = Array(held.deliveries.joined())
         let end = min(records.count, quotas.available(link: key.link, lane: key.lane, now: now))
-        guard end > ahead else { return }
-        store.verifyAhead(Array(records[ahead..<end]))
-        verifiedAhead[key] = end
+        guard end > held.checkedAhead else { return }
+        store.verifyAhead(Array(records[held.checkedAhead..<end]))
+        heldDeliveries[key]!.checkedAhead = end
     }
 
     /// Deliveries held by the quotas whose time has come: checked again, ingested or held longer.
     private func releaseHeldDeliveries(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
         for key in heldDeliveries.keys.sorted() where heldDeliveries[key]!.until <= now {
-            let run = heldDeliveries.removeValue(forKey: key)!.deliveries
+            let held = heldDeliveries.removeValue(forKey: key)!
             guard case .established = links[key.link] else { continue }
-            out += admit(run, from: key, now: now)
+            out += admit(held.deliveries, from: key, checkedAhead: held.checkedAhead, now: now)
         }
         return out
     }
