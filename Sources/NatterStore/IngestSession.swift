@@ -50,14 +50,13 @@ struct IngestSession {
         dirty.insert(key)
     }
 
-    /// Every feed of `conversation` (cached ones win over the database's, which may be older).
-    /// The feeds of `conversation` that are not junk (cached ones win), read through `feed_live`: what an own
-    /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
     /// The state of one author's feed in `conversation` (empty when none is held).
     mutating func feed(of author: AuthorID, in conversation: ConversationID) throws -> FeedState {
         try feed(FeedKey(conversation: conversation, author: author))
     }
 
+    /// The feeds of `conversation` that are not junk (cached ones win), read through `feed_live`: what an own
+    /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
     mutating func liveFeeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         var result = [AuthorID: FeedState]()
         for state in try FeedState.fetchLive(db, conversation: conversation) {
@@ -69,6 +68,7 @@ struct IngestSession {
         return result
     }
 
+    /// Every feed of `conversation` (cached ones win over the database's, which may be older).
     mutating func feeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         if !fullyLoaded.contains(conversation) {
             for state in try FeedState.fetchAll(db, conversation: conversation) {
@@ -189,7 +189,7 @@ struct IngestSession {
         if let (_, id) = fresh[position] { return id }
         return try Data.fetchOne(
             db.cachedStatement(sql: "SELECT id FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
-            arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)]
+            arguments: position.arguments
         ).map { RecordID(bytes: Array($0)) }
     }
 
@@ -201,9 +201,7 @@ struct IngestSession {
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: "SELECT id, bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
-                arguments: [
-                    Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
-                ])
+                arguments: position.arguments)
         else { preconditionFailure("feed row claims a record that is not stored: \(position)") }
         guard !(row[1] as Data).isEmpty else { return nil }
         // Stored records were checked when they arrived: parsing the header is enough.
@@ -215,7 +213,7 @@ struct IngestSession {
         let value = try Int64.fetchOne(
             db.cachedStatement(
                 sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
-            arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)])
+            arguments: position.arguments)
         guard let value else { preconditionFailure("applied record missing at \(position)") }
         return UInt64(value)
     }

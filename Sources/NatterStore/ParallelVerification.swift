@@ -3,12 +3,6 @@ import Foundation
 import NatterModel
 import Synchronization
 
-/// Decoding and signature checks of a list of records on every core, in chunks that are read as soon as they are
-/// done while later chunks are still being checked: the store inserts chunk k while the workers verify chunk k + 1
-/// and on, and checks started ahead of ingest (`VerificationAhead`) run while the node does other work.
-///
-/// Each record's result is a pure function of its bytes, so the outcome of an ingest never depends on how the work
-/// was spread or timed (`ParallelIngestTests`).
 /// A record still to be checked before it may be stored: bytes from elsewhere (decoded, then the signature checked),
 /// or a record decoded already — by the sync session, which checked its structure and canonical form — whose
 /// signature alone is left. Either way the outcome is what `Record.decodeVerified` gives for its bytes.
@@ -24,6 +18,12 @@ enum UncheckedRecord: Sendable {
     }
 }
 
+/// Decoding and signature checks of a list of records on every core, in chunks that are read as soon as they are
+/// done while later chunks are still being checked: the store inserts chunk k while the workers verify chunk k + 1
+/// and on, and checks started ahead of ingest (`VerificationAhead`) run while the node does other work.
+///
+/// Each record's result is a pure function of its bytes, so the outcome of an ingest never depends on how the work
+/// was spread or timed (`ParallelIngestTests`).
 final class ParallelVerification: Sendable {
     typealias Outcome = Result<NatterModel.Record, RecordFormatError>
 

@@ -368,7 +368,7 @@ public final class RecordStore: Sendable {
                         SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?
                             AND length(bytes) > 0
                         """),
-                arguments: [Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence)]
+                arguments: position.arguments
             )
             .map { try NatterModel.Record.decode(Array($0)) }
         }
@@ -638,13 +638,8 @@ extension RecordStore {
                 sql: "SELECT id, received_ms FROM record WHERE conversation = ? AND author = ? AND sequence = ?")
             var times = [RecordID: Int64]()
             for ref in refs {
-                let position = ref.position
-                guard
-                    let row = try Row.fetchOne(
-                        statement,
-                        arguments: [
-                            Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
-                        ]), RecordID(bytes: row[0] as Data) == ref.id
+                guard let row = try Row.fetchOne(statement, arguments: ref.position.arguments),
+                    RecordID(bytes: row[0] as Data) == ref.id
                 else { continue }
                 times[ref.id] = row[1]
             }
@@ -683,4 +678,9 @@ extension RecordStore {
             try String.fetchAll(db, sql: "SELECT address FROM named_peer ORDER BY added_ms, address")
         }
     }
+}
+
+extension RecordPosition {
+    /// The arguments of `conversation = ? AND author = ? AND sequence = ?`: the record table's key, in that order.
+    var arguments: StatementArguments { [Data(conversation.bytes), Data(author.bytes), Int64(sequence)] }
 }
