@@ -107,7 +107,7 @@ public struct FeedState: Equatable, Sendable {
     }
 
     /// Keeps `profile_author` in step with this row: its author is listed while its profile feed is applied.
-    func saveProfileAuthor(_ db: Database) throws {
+    private func saveProfileAuthor(_ db: Database) throws {
         guard conversation == .profileFeed(of: author) else { return }
         try db.cachedStatement(
             sql: applied > 0

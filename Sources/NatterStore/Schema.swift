@@ -1,4 +1,6 @@
+import Foundation
 import GRDB
+import NatterModel
 
 /// The database schema. **Migrations are append-only: never edit one that has been released; add a new one.**
 enum Schema {
@@ -290,9 +292,16 @@ enum Schema {
             // The authors whose profile feed is applied here (`RecordStore.profileAuthors`): every conversation
             // snapshot asks who could be the other party of a direct conversation, and reading every feed row for
             // that cost a scan of the whole feed table per snapshot (thousands of junk feeds under a flood).
-            // `FeedState.save` keeps it; filled from the feed table once.
+            // `FeedState.save` keeps it; filled from the feed table once, by this migration's own query (not
+            // `FeedState`'s, whose columns later migrations may extend).
             try db.execute(sql: "CREATE TABLE profile_author (author BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID")
-            for feed in try FeedState.fetchAll(db, conversation: nil) { try feed.saveProfileAuthor(db) }
+            let insert = try db.makeStatement(sql: "INSERT OR IGNORE INTO profile_author (author) VALUES (?)")
+            for row in try Row.fetchAll(db, sql: "SELECT conversation, author FROM feed WHERE applied_sequence > 0") {
+                let author = AuthorID(bytes: row[1] as Data)
+                if ConversationID(bytes: row[0] as Data) == .profileFeed(of: author) {
+                    try insert.execute(arguments: [Data(author.bytes)])
+                }
+            }
         }
         migrator.registerMigration("v12-live-feeds") { db in
             // The feeds of a conversation that are not junk (`RecordStore.liveFeeds`): what authoring depends on
