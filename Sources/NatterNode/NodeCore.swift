@@ -662,7 +662,7 @@ public final class NodeCore {
         out += fetchInvited(invitations, from: id, now: now)
         let drained = drainCausalBuffer(now: now)
         recordsNew += drained.stored.count
-        stored += drained.stored
+        stored += drained.stored.map { StoredRecord($0) }
         // Own records that came back from a peer (a restored identity): the run in memory may no longer end at the head.
         recentOwnRecords.forget(stored.filter { $0.author == identity.author }.map(\.feed))
         if lane == .priority, !stored.isEmpty { priorityStoredSinceRefresh = true }
@@ -673,7 +673,7 @@ public final class NodeCore {
         let appliedIDs = Set((storeReport.applied + drained.applied).map(\.id))
         out += regraftLagging(
             appended.filter { !appliedIDs.contains($0.id) }.map(\.header)
-                + drained.stored.compactMap { try? RecordCodec.storedHeader($0.bytes) }, now: now)
+                + drained.stored.map(\.header), now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
@@ -719,8 +719,8 @@ public final class NodeCore {
     }
 
     /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
-    private func drainCausalBuffer(now: Duration) -> (stored: [StoredRecord], applied: [RecordRef]) {
-        var stored = [StoredRecord]()
+    private func drainCausalBuffer(now: Duration) -> (stored: [Record], applied: [RecordRef]) {
+        var stored = [Record]()
         var applied = [RecordRef]()
         var progress = true
         while progress && bufferedCount > 0 {
@@ -738,7 +738,7 @@ public final class NodeCore {
                 causalBuffer[feed]![next] = nil
                 bufferedCount -= 1
                 if let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] {
-                    stored.append(StoredRecord(record))
+                    stored.append(record)
                     applied += report.applied
                     progress = true
                 }
