@@ -164,8 +164,9 @@ public final class RecordStore: Sendable {
         ahead.start(records.map { .decoded($0) }, ids: records.map(\.id), workerCount: Self.verificationWorkers)
     }
 
-    /// The same for records as bytes from elsewhere (decoded as well as checked ahead).
-    public func verifyAhead(_ batch: [[UInt8]]) {
+    /// The same for records as bytes (decoded as well as checked ahead). The node checks ahead only what its sessions
+    /// decoded; this is for tests that mix undecodable bytes into what is checked ahead.
+    func verifyAhead(_ batch: [[UInt8]]) {
         guard !batch.isEmpty else { return }
         ahead.start(batch.map { .bytes($0) }, ids: batch.map { RecordID.of($0) }, workerCount: Self.verificationWorkers)
     }
