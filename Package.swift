@@ -42,7 +42,11 @@ let package = Package(
         // The SQLite record log (GRDB): ingest, frontiers, fork evidence, own appends, digest.
         .target(
             name: "NatterStore",
-            dependencies: ["NatterModel", "NatterCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "NatterModel", "NatterCrypto", .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API for the one hot insert GRDB's argument boxing slowed (RecordRowInsert).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: strictSettings
         ),
         // SwiftNIO adapters: TCP connections carrying bytes, UDP discovery beacons. Knows bytes and addresses, not chat.

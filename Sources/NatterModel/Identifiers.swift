@@ -33,10 +33,14 @@ public struct Bytes32: Hashable, Comparable, Sendable {
     /// Appends the 32 bytes to `buffer` (the codec's hot path).
     @inlinable
     public func appendBytes(to buffer: inout [UInt8]) {
-        for word in [w0, w1, w2, w3] {
-            var value = word.bigEndian
-            withUnsafeBytes(of: &value) { buffer.append(contentsOf: $0) }
-        }
+        withUnsafeBytes { buffer.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the 32 bytes in order, from the stack (binding them to SQL costs no allocation).
+    @inlinable
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        let words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        return try Swift.withUnsafeBytes(of: words, body)
     }
 
     public var isZero: Bool { self == .zero }

@@ -549,8 +549,15 @@ public final class NodeCore {
         let authors = Set(first.joined().map(\.header.author))
         guard let wait = quotas.wait(link: id, lane: key.lane, authors: authors, now: now) else {
             if taken < run.count {
+                // The records left for later turns are handed to the workers now, behind this turn's (which are
+                // started with them, in order, if they were not already): the cores check them while this turn
+                // stores, instead of idling until it ends — a fresh window's first turn would otherwise check its
+                // first part alone.
+                heldDeliveries[key] = HeldRun(deliveries: run, until: now, checkedAhead: checkedAhead)
+                verifyHeldAhead(key, now: now)
+                let started = heldDeliveries[key]!.checkedAhead
                 heldDeliveries[key] = HeldRun(
-                    deliveries: Array(run[taken...]), until: now, checkedAhead: max(0, checkedAhead - records))
+                    deliveries: Array(run[taken...]), until: now, checkedAhead: max(0, started - records))
             }
             let out = ingest(first, from: id, lane: key.lane, now: now)
             verifyHeldAhead(key, now: now)
@@ -569,10 +576,23 @@ public final class NodeCore {
     /// let in, so a flood costs no more verification than without it; the outcome of the ingest is the same.
     private func verifyHeldAhead(_ key: LaneKey, now: Duration) {
         guard let held = heldDeliveries[key], held.until <= now, case .established = links[key.link] else { return }
-        let records = Array(held.deliveries.joined())
-        let end = min(records.count, quotas.available(link: key.link, lane: key.lane, now: now))
+        let total = held.deliveries.reduce(0) { $0 + $1.count }
+        let end = min(total, quotas.available(link: key.link, lane: key.lane, now: now))
         guard end > held.checkedAhead else { return }
-        store.verifyAhead(Array(records[held.checkedAhead..<end]))
+        // Only the records not yet started are copied out: this runs after every delivery to a held run, which
+        // can hold a whole sync window.
+        var unchecked = [Record]()
+        unchecked.reserveCapacity(end - held.checkedAhead)
+        var offset = 0
+        for delivery in held.deliveries {
+            defer { offset += delivery.count }
+            guard offset + delivery.count > held.checkedAhead else { continue }
+            guard offset < end else { break }
+            let from = max(held.checkedAhead - offset, 0)
+            let to = min(end - offset, delivery.count)
+            unchecked += delivery[from..<to]
+        }
+        store.verifyAhead(unchecked)
         heldDeliveries[key]!.checkedAhead = end
     }
 

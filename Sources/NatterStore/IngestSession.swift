@@ -27,9 +27,11 @@ struct IngestSession {
     /// Headers of records inserted in this transaction, so applying them does not read them back.
     private var fresh: [RecordPosition: (RecordHeader, RecordID)] = [:]
 
-    init(db: Database, receivedAtMillis: Int64) {
+    init(db: Database, receivedAtMillis: Int64, records: Int = 0) {
         self.db = db
         self.receivedAtMillis = receivedAtMillis
+        // Sized for the batch at once: grown record by record it was rehashed nine times in a sync window.
+        fresh.reserveCapacity(records)
     }
 
     // MARK: - Feeds
@@ -128,18 +130,8 @@ struct IngestSession {
             // It names a different record at sequence - 1 than the one we hold: the author forked there.
             return try keepEvidence(record, state: &state, forkAt: sequence - 1)
         }
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO record (id, conversation, author, sequence, kind, epoch, lamport, created_ms,
-                    received_ms, bytes)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
-            Data(record.id.bytes), Data(key.conversation.bytes), Data(key.author.bytes), Int64(sequence),
-            Int64(header.kind.rawValue), Data(header.epoch.bytes), Int64(header.lamport), header.createdAtMillis,
-            // A junk feed's frontier advances (records depending on it must apply) but its bodies are not kept.
-            receivedAtMillis, state.isJunk ? Data() : Data(record.bytes),
-        ])
+        // A junk feed's frontier advances (records depending on it must apply) but its bodies are not kept.
+        try RecordRowInsert.execute(db, record: record, receivedAtMillis: receivedAtMillis, keepBytes: !state.isJunk)
         state.stored = sequence
         state.storedHead = record.id
         if !state.isJunk { state.storedBytes += record.bytes.count }

@@ -215,7 +215,7 @@ public final class RecordStore: Sendable {
         let result: Ingested
         do {
             result = try write(durability) { db in
-                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis)
+                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis, records: batch.count)
                 held = try session.heldAlready(ids: ids, claimed: claimed)
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(

@@ -62,6 +62,14 @@ public enum Limits {
     /// message per four batches instead of one per batch, and the sender never stalls while the receiver is busy.
     public static let syncCreditReturnBatches = syncWindowBatches / 2
 
+    /// The receiver also returns bulk credit alone once this many of the batches due were full (at least half the
+    /// batch's record or byte cap): 2, one ingest turn's worth (`QuotaConfiguration.ingestRecordsPerTurnMax`). A
+    /// catch-up streams full batches; with credit only after four, the sender's next batches arrived a whole turn
+    /// after the receiver could have begun checking them, and the cores idled through every other turn
+    /// (docs/performance.md, "Catch-up, 2026-11-26"). Live pushes are batches of a few records, so their credit
+    /// still waits for four batches or rides on a batch going back. Receiver policy only: the sender adds credit up.
+    public static let syncStreamCreditReturnBatches = 2
+
     /// Batches a sender may have outstanding on the priority lane (PRIORITY RECORDS, docs/protocol.md §3.7): 8,
     /// granted implicitly like `syncWindowBatches`. The lane carries live chat between neighbours, a few records a
     /// second, and each live push is a batch of its own: eight keep it moving while the bulk window is full of a

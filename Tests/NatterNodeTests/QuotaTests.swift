@@ -151,6 +151,31 @@ struct QuotaCoreTests {
         #expect(victim.store.verifiedAhead.waiting == 0, "every record checked ahead was ingested")
     }
 
+    @Test("a run longer than one turn is checked from its first turn on, that turn's records included")
+    func runCheckedWhole() throws {
+        let net = PipeNetwork()
+        net.coalescesBytes = true  // a window's bytes arrive as one input, as in the node: one run of 8 batches
+        let sender = try net.add("Sender", seed: 61)
+        let fresh = try net.add("Fresh", seed: 62)
+        let conversation = floodConversation("whole")
+        // One sync window (8 batches of 256): it arrives into an idle node as one run of four turns.
+        let records = try floodRecords(conversation: conversation, authors: 4, perAuthor: 512, seed: 63)
+        _ = try sender.store.ingest(records.map(\.bytes), receivedAtMillis: 1)
+        net.connect(sender, fresh)
+        net.run()
+        var steps = 0
+        while try held(fresh, conversation) < records.count, steps < 100 {
+            net.advance(.milliseconds(10))
+            steps += 1
+        }
+        #expect(try held(fresh, conversation) == records.count)
+        // The run's first turn was handed to the workers with the rest (before: only the rest, once the first
+        // turn was stored — a quarter of the window checked by the node's thread alone, the workers idle).
+        let ahead = fresh.store.verifiedAhead
+        #expect(ahead.started >= records.count, "\(ahead)")
+        #expect(ahead.waiting == 0, "every record checked ahead was ingested")
+    }
+
     @Test("a relay evicts conversations it is not in, takes neighbours' feeds back once, and an invitation back")
     func evictionAndInvitation() throws {
         var quotas = QuotaConfiguration()

@@ -42,6 +42,28 @@ struct SyncFlowTests {
         }
     }
 
+    @Test("a stream of full batches has its credit back every two batches; batches of a few records every four")
+    func streamCredit() {
+        // Small records: batches fill by count (256 each), a catch-up's stream.
+        let stream = Fixture.feed(Self.bob, in: Fixture.conversation(3), count: 8 * Limits.syncBatchRecordsMax)
+        var streaming = SyncPair(a: Fixture.log(stream), b: InMemoryRecordSource())
+        streaming.start()
+        streaming.run(.ingestFirst)
+        #expect(streaming.violations.isEmpty && streaming.b.log.recordCount == stream.count)
+        let streamCredits = streaming.stats[.b]!.credits
+        #expect(streamCredits == Array(repeating: Limits.syncStreamCreditReturnBatches, count: 4))
+        // Live pushes afterwards, a record each: no stream, so their credit waits for half the window.
+        let live = Fixture.feed(
+            Self.bob, in: Fixture.conversation(3), count: 2 * Limits.syncCreditReturnBatches, after: stream)
+        for record in live {
+            streaming.author([record], on: .a)
+            streaming.advance(to: streaming.now + .milliseconds(100))
+        }
+        #expect(streaming.violations.isEmpty && streaming.b.log.recordCount == stream.count + live.count)
+        #expect(streaming.stats[.a]!.count(.records) == 8 + live.count, "each live record went as a batch of its own")
+        #expect(streaming.stats[.b]!.credits.dropFirst(streamCredits.count) == [4, 4])
+    }
+
     @Test("a catch-up interleaves feeds chunk by chunk, each feed still in sequence order")
     func feedsInterleaved() {
         let feeds = [Self.alice, Self.bob, Self.carol].map {

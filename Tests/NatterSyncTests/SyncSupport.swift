@@ -90,6 +90,8 @@ struct DirectionStats {
     /// RECORDS batches sent and not yet returned as credit; never above the window.
     var outstanding = 0
     var maxOutstanding = 0
+    /// The batches each CREDIT message returned, in order.
+    var credits: [Int] = []
     /// PRIORITY RECORDS batches sent and not yet returned as priority credit; never above the priority window.
     var priorityOutstanding = 0
     /// Records sent on the priority lane, in order.
@@ -308,6 +310,7 @@ struct SyncPair {
         case .success(.credit(let batches)):
             // Credit travels back: it frees the other direction's window.
             stats[side.other]!.outstanding -= batches
+            direction.credits.append(batches)
         case .success(.priorityRecords(let records, let credit)):
             stats[side.other]!.priorityOutstanding -= credit
             if records.count > Limits.syncPriorityBatchRecordsMax {

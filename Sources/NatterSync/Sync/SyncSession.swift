@@ -78,14 +78,25 @@ public struct SyncSession<Source: RecordSource> {
         /// Ingested batches whose credit is due to the peer: it rides on our next batch of the lane, or goes alone
         /// (CREDIT, PRIORITY CREDIT) once it reaches the lane's `creditReturnBatches`.
         var creditToReturn = 0
+        /// Of the batches due, how many were full (`Limits.syncStreamCreditReturnBatches`).
+        var fullBatchesDue = 0
         /// Delivered batches not yet reported `ingested`, oldest first.
         var pending: [[DeliveredRecord]] = []
+        /// Whether each pending batch was full: at least half the lane's record or byte cap.
+        var pendingFull: [Bool] = []
         /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
         /// batches in the order they were sent, so the newest batch it returns times a round trip plus the
         /// receiver's work on that batch (`roundTripObserved`).
         var sentAt: [Duration] = []
 
         init(_ lane: SyncLane) { sendCredit = lane.windowBatches }
+
+        /// Whether the credit due goes back alone now: half the window, or (bulk) a stream of full batches.
+        func creditIsDue(_ lane: SyncLane) -> Bool {
+            guard creditToReturn > 0 else { return false }
+            return creditToReturn >= lane.creditReturnBatches
+                || (lane == .bulk && fullBatchesDue >= Limits.syncStreamCreditReturnBatches)
+        }
     }
     private var bulk = LaneFlow(.bulk)
     /// The priority lane (docs/protocol.md §3.7): live records of priority authors only.
@@ -241,6 +252,7 @@ public struct SyncSession<Source: RecordSource> {
         let delivery = self[flow: lane].pending.first
         precondition(delivery != nil, "ingested reported without a pending delivery")
         self[flow: lane].pending.removeFirst()
+        if self[flow: lane].pendingFull.removeFirst() { self[flow: lane].fullBatchesDue += 1 }
         precondition(outcomes.count == delivery!.count, "one outcome per delivered record")
         if lane == .bulk { deliveriesIngested += 1 }
         for (record, outcome) in zip(delivery!, outcomes) {
@@ -417,12 +429,14 @@ public struct SyncSession<Source: RecordSource> {
                 pushUrgent = false
             }
             if priorityQueue.isEmpty { prioritySince = nil }
-            // Credit that no batch of its lane carried goes alone once half the lane's window is due.
-            for lane in SyncLane.allCases where self[flow: lane].creditToReturn >= lane.creditReturnBatches {
+            // Credit that no batch of its lane carried goes alone once half the lane's window is due, or, on the
+            // bulk lane, once the batches due were a stream of full ones (`Limits.syncStreamCreditReturnBatches`).
+            for lane in SyncLane.allCases where self[flow: lane].creditIsDue(lane) {
                 let due = self[flow: lane].creditToReturn
                 send(lane == .bulk ? .credit(due) : .priorityCredit(due))
                 self[flow: lane].batchesHeld -= due
                 self[flow: lane].creditToReturn = 0
+                self[flow: lane].fullBatchesDue = 0
             }
             if !doneSent, peerSummariesCompleted > 0, awaitingHeads.isEmpty, evidenceQueue.isEmpty,
                 pushQueue.isEmpty
@@ -448,6 +462,7 @@ public struct SyncSession<Source: RecordSource> {
             assert(flow.sentAt.count == lane.windowBatches - flow.sendCredit, "one send time per outstanding batch")
             assert((0...lane.windowBatches).contains(flow.batchesHeld), "held batches within the window")
             assert(flow.pending.count + flow.creditToReturn <= flow.batchesHeld, "every held batch is pending or due")
+            assert(flow.pendingFull.count == flow.pending.count, "each pending batch is known full or not")
         }
         assert(priorityQueue.members.isDisjoint(with: pushQueue.members), "a feed is queued in one lane at most")
         assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
@@ -756,6 +771,9 @@ public struct SyncSession<Source: RecordSource> {
             (delivered[$0].feed, delivered[$0].sequence, $0) < (delivered[$1].feed, delivered[$1].sequence, $1)
         }
         self[flow: lane].pending.append(order.map { delivered[$0] })
+        let bytes = records.reduce(0) { $0 + $1.bytes.count }
+        self[flow: lane].pendingFull.append(
+            2 * records.count >= lane.batchRecordsMax || 2 * bytes >= lane.batchBytesMax)
         guard lane == .bulk else {
             actions.append(.deliverPriority(order.map { records[$0] }))
             return
@@ -802,6 +820,7 @@ public struct SyncSession<Source: RecordSource> {
         actions.append(.send(SyncMessage.encodeRecords(batch, credit: credit, lane: lane)))
         self[flow: lane].batchesHeld -= credit
         self[flow: lane].creditToReturn = 0
+        self[flow: lane].fullBatchesDue = 0
         self[flow: lane].sendCredit -= 1
         self[flow: lane].sentAt.append(now)
         lastSentAt = now
