@@ -43,6 +43,14 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// time lets the node read other links (a chat message) in between, so one link's flood does not hold another's
     /// messages behind a long transaction. At least one delivery is always taken.
     public var ingestRecordsPerTurnMax: Int = 512
+    /// The same while the node's chat is live (it wrote a record, or took one on a priority lane, within
+    /// `liveChatWindow`): 256 by default, one sync batch (a turn always takes at least one delivery whole). A
+    /// priority delivery waits for the bulk turn in progress to end; under a flood on shared cores a turn of 512
+    /// took 20–60 ms (docs/performance.md, "A flood through a relay"), and half of it halves that wait. Bulk
+    /// throughput pays an `fsync` per batch instead of per two, only while people are talking.
+    public var ingestRecordsPerLiveTurnMax: Int = 256
+    /// How long after the node's last own record or priority delivery its chat counts as live: 10 s by default.
+    public var liveChatWindow: Duration = .seconds(10)
 
     public init() {}
 }

@@ -141,6 +141,13 @@ public final class NodeCore {
     /// Deliveries the ingest quotas hold back, per link and lane (`HeldRun`). At most a sync window's worth per link
     /// and lane: the session returns no credit for them, so the sender waits.
     private var heldDeliveries: [LaneKey: HeldRun] = [:]
+    /// When this node last wrote a record or stored one from a priority lane: its chat is live for
+    /// `QuotaConfiguration.liveChatWindow` after, and bulk turns are shorter meanwhile.
+    private var chatLiveAt: Duration?
+
+    private func isChatLive(_ now: Duration) -> Bool {
+        chatLiveAt.map { now - $0 < configuration.quotas.liveChatWindow } ?? false
+    }
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
     /// except those of this node's neighbours (`priorityAuthors`) — unless the conversation is in `evictedAgain`.
     var evicted: [ConversationID: Int64] = [:]
@@ -365,6 +372,10 @@ public final class NodeCore {
     /// after each authoring call.
     public func published(_ records: [Record], now: Duration) -> [NodeAction] {
         let stored = records.map { StoredRecord($0) }
+        // Chat, not a profile update (a node publishes its profile as it starts, catch-up or not).
+        if records.contains(where: { $0.header.author == identity.author && $0.header.kind != .plain }) {
+            chatLiveAt = now
+        }
         recentOwnRecords.noteStored(stored.filter { $0.author == identity.author })
         var actions = storedLocally(stored, except: nil, now: now)
         actions += conversationsMayHaveChanged(now: now)
@@ -539,9 +550,12 @@ public final class NodeCore {
     /// `checkedAhead`: how many of the run's leading records the store is checking already (`verifyHeldAhead`).
     private func admit(_ run: [[Record]], from key: LaneKey, checkedAhead: Int = 0, now: Duration) -> [NodeAction] {
         let id = key.link
+        let turnMax =
+            key.lane == .bulk && isChatLive(now)
+            ? configuration.quotas.ingestRecordsPerLiveTurnMax : configuration.quotas.ingestRecordsPerTurnMax
         var taken = 1
         var records = run[0].count
-        while taken < run.count, records + run[taken].count <= configuration.quotas.ingestRecordsPerTurnMax {
+        while taken < run.count, records + run[taken].count <= turnMax {
             records += run[taken].count
             taken += 1
         }
@@ -650,7 +664,10 @@ public final class NodeCore {
         var ahead = [StoredRecord]()
         recordsDelivered += records.count
         for (record, outcome) in zip(records, outcomes) {
-            if case .stored = outcome { recordsNew += 1 }
+            if case .stored = outcome {
+                recordsNew += 1
+                if lane == .priority, record.header.kind != .plain { chatLiveAt = now }
+            }
             let header = record.header
             switch outcome {
             case .stored, .forkEvidence:

@@ -176,6 +176,39 @@ struct QuotaCoreTests {
         #expect(ahead.waiting == 0, "every record checked ahead was ingested")
     }
 
+    @Test("while the node's chat is live, a bulk run is taken a sync batch a turn instead of two")
+    func liveTurnsShorter() throws {
+        var firstTurn = [Bool: Int]()
+        for live in [false, true] {
+            let net = PipeNetwork()
+            net.coalescesBytes = true  // the window arrives as one input: one run, taken a turn at a time
+            let sender = try net.add("Sender", seed: 81)
+            let node = try net.add("Node", seed: 82)
+            if live {
+                // The node's user just wrote: its chat is live for `liveChatWindow`.
+                let group = try node.conversations.createGroup(title: "Live", members: [], now: 1)
+                net.perform(net.index(node), node.published(try node.store.appliedRecords(of: group), now: net.now))
+            }
+            let conversation = floodConversation("live-\(live)")
+            let records = try floodRecords(conversation: conversation, authors: 4, perAuthor: 512, seed: 83)
+            _ = try sender.store.ingest(records.map(\.bytes), receivedAtMillis: 1)
+            net.connect(sender, node)
+            net.run()  // no tick yet: the run's first turn only
+            firstTurn[live] = try held(node, conversation)
+            // The rest follows on the next ticks, and nothing is lost either way.
+            var steps = 0
+            while try held(node, conversation) < records.count, steps < 200 {
+                net.advance(.milliseconds(10))
+                steps += 1
+            }
+            #expect(try held(node, conversation) == records.count)
+        }
+        // Whole deliveries (sync batches of 256) go into a turn; the first batch also carries the sender's profile.
+        let quotas = QuotaConfiguration()
+        #expect((quotas.ingestRecordsPerLiveTurnMax + 1...quotas.ingestRecordsPerTurnMax).contains(firstTurn[false]!))
+        #expect((1...quotas.ingestRecordsPerLiveTurnMax).contains(firstTurn[true]!))
+    }
+
     @Test("a relay evicts conversations it is not in, takes neighbours' feeds back once, and an invitation back")
     func evictionAndInvitation() throws {
         var quotas = QuotaConfiguration()
