@@ -57,6 +57,13 @@ public struct SyncSession<Source: RecordSource> {
         let id: RecordID
     }
 
+    /// A delivered batch waiting for its `ingested` report, and whether it was full (at least half the lane's record
+    /// or byte cap: a stream's, `Limits.syncStreamCreditReturnBatches`).
+    private struct PendingBatch {
+        let records: [DeliveredRecord]
+        let isFull: Bool
+    }
+
     private var phase = Phase.created
     /// The time of the input being handled.
     private var now = Duration.zero
@@ -81,9 +88,7 @@ public struct SyncSession<Source: RecordSource> {
         /// Of the batches due, how many were full (`Limits.syncStreamCreditReturnBatches`).
         var fullBatchesDue = 0
         /// Delivered batches not yet reported `ingested`, oldest first.
-        var pending: [[DeliveredRecord]] = []
-        /// Whether each pending batch was full: at least half the lane's record or byte cap.
-        var pendingFull: [Bool] = []
+        var pending: [PendingBatch] = []
         /// When each batch still outstanding was sent, oldest first (one per spent unit of credit): credit returns
         /// batches in the order they were sent, so the newest batch it returns times a round trip plus the
         /// receiver's work on that batch (`roundTripObserved`).
@@ -249,13 +254,12 @@ public struct SyncSession<Source: RecordSource> {
         _ outcomes: [SyncIngestOutcome], lane: SyncLane = .bulk, now: Duration
     ) -> [SyncAction] {
         guard beginInput(now) else { return [] }
-        let delivery = self[flow: lane].pending.first
-        precondition(delivery != nil, "ingested reported without a pending delivery")
-        self[flow: lane].pending.removeFirst()
-        if self[flow: lane].pendingFull.removeFirst() { self[flow: lane].fullBatchesDue += 1 }
-        precondition(outcomes.count == delivery!.count, "one outcome per delivered record")
+        precondition(!self[flow: lane].pending.isEmpty, "ingested reported without a pending delivery")
+        let batch = self[flow: lane].pending.removeFirst()
+        if batch.isFull { self[flow: lane].fullBatchesDue += 1 }
+        precondition(outcomes.count == batch.records.count, "one outcome per delivered record")
         if lane == .bulk { deliveriesIngested += 1 }
-        for (record, outcome) in zip(delivery!, outcomes) {
+        for (record, outcome) in zip(batch.records, outcomes) {
             switch outcome {
             case .stored, .duplicate:
                 break
@@ -462,7 +466,6 @@ public struct SyncSession<Source: RecordSource> {
             assert(flow.sentAt.count == lane.windowBatches - flow.sendCredit, "one send time per outstanding batch")
             assert((0...lane.windowBatches).contains(flow.batchesHeld), "held batches within the window")
             assert(flow.pending.count + flow.creditToReturn <= flow.batchesHeld, "every held batch is pending or due")
-            assert(flow.pendingFull.count == flow.pending.count, "each pending batch is known full or not")
         }
         assert(priorityQueue.members.isDisjoint(with: pushQueue.members), "a feed is queued in one lane at most")
         assert(outstandingRequests.count <= Limits.syncRequestsOutstandingMax)
@@ -770,10 +773,11 @@ public struct SyncSession<Source: RecordSource> {
         let order = delivered.indices.sorted {
             (delivered[$0].feed, delivered[$0].sequence, $0) < (delivered[$1].feed, delivered[$1].sequence, $1)
         }
-        self[flow: lane].pending.append(order.map { delivered[$0] })
         let bytes = records.reduce(0) { $0 + $1.bytes.count }
-        self[flow: lane].pendingFull.append(
-            2 * records.count >= lane.batchRecordsMax || 2 * bytes >= lane.batchBytesMax)
+        self[flow: lane].pending.append(
+            PendingBatch(
+                records: order.map { delivered[$0] },
+                isFull: 2 * records.count >= lane.batchRecordsMax || 2 * bytes >= lane.batchBytesMax))
         guard lane == .bulk else {
             actions.append(.deliverPriority(order.map { records[$0] }))
             return
@@ -934,7 +938,8 @@ public struct SyncSession<Source: RecordSource> {
     private mutating func relayEvidence(_ record: StoredRecord) {
         let id = RecordID.of(record.bytes)
         // Evidence this link delivered goes no further back, even if the node reports it before `ingested`.
-        guard ![bulk, priority].contains(where: { $0.pending.contains { $0.contains { $0.id == id } } }) else { return }
+        let delivered = [bulk, priority].flatMap(\.pending).contains { $0.records.contains { $0.id == id } }
+        guard !delivered else { return }
         queueEvidence(record.bytes, id: id, record.feed)
         if let ours = ownRecord(record.feed, at: record.sequence) {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
