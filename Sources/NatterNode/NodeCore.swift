@@ -144,10 +144,6 @@ public final class NodeCore {
     /// When this node last wrote a record or stored one from a priority lane: its chat is live for
     /// `QuotaConfiguration.liveChatWindow` after, and bulk turns are shorter meanwhile.
     private var chatLiveAt: Duration?
-
-    private func isChatLive(_ now: Duration) -> Bool {
-        chatLiveAt.map { now - $0 < configuration.quotas.liveChatWindow } ?? false
-    }
     /// Conversations the relay quota evicted (also in the store), with when: their records are refused unchecked,
     /// except those of this node's neighbours (`priorityAuthors`) — unless the conversation is in `evictedAgain`.
     var evicted: [ConversationID: Int64] = [:]
@@ -567,9 +563,7 @@ public final class NodeCore {
                 // started with them, in order, if they were not already): the cores check them while this turn
                 // stores, instead of idling until it ends — a fresh window's first turn would otherwise check its
                 // first part alone.
-                heldDeliveries[key] = HeldRun(deliveries: run, until: now, checkedAhead: checkedAhead)
-                verifyHeldAhead(key, now: now)
-                let started = heldDeliveries[key]!.checkedAhead
+                let started = startChecks(of: run, from: checkedAhead, for: key, now: now)
                 heldDeliveries[key] = HeldRun(
                     deliveries: Array(run[taken...]), until: now, checkedAhead: max(0, started - records))
             }
@@ -589,25 +583,28 @@ public final class NodeCore {
     /// this turn's records are stored (`RecordStore.verifyAhead`). Nothing is checked ahead that the quota would not
     /// let in, so a flood costs no more verification than without it; the outcome of the ingest is the same.
     private func verifyHeldAhead(_ key: LaneKey, now: Duration) {
-        guard let held = heldDeliveries[key], held.until <= now, case .established = links[key.link] else { return }
-        let total = held.deliveries.reduce(0) { $0 + $1.count }
+        guard let held = heldDeliveries[key], held.until <= now else { return }
+        let started = startChecks(of: held.deliveries, from: held.checkedAhead, for: key, now: now)
+        heldDeliveries[key]!.checkedAhead = started
+    }
+
+    /// Starts the store checking `deliveries` of `key` from record `checkedAhead` on, as far as the link's quota
+    /// would let them in now; returns how far they are started. Only the records not yet started are copied out:
+    /// this runs after every delivery to a held run, which can hold a whole sync window.
+    private func startChecks(of deliveries: [[Record]], from checkedAhead: Int, for key: LaneKey, now: Duration)
+        -> Int
+    {
+        guard case .established = links[key.link] else { return checkedAhead }
+        let total = deliveries.reduce(0) { $0 + $1.count }
         let end = min(total, quotas.available(link: key.link, lane: key.lane, now: now))
-        guard end > held.checkedAhead else { return }
-        // Only the records not yet started are copied out: this runs after every delivery to a held run, which
-        // can hold a whole sync window.
-        var unchecked = [Record]()
-        unchecked.reserveCapacity(end - held.checkedAhead)
-        var offset = 0
-        for delivery in held.deliveries {
-            defer { offset += delivery.count }
-            guard offset + delivery.count > held.checkedAhead else { continue }
-            guard offset < end else { break }
-            let from = max(held.checkedAhead - offset, 0)
-            let to = min(end - offset, delivery.count)
-            unchecked += delivery[from..<to]
-        }
-        store.verifyAhead(unchecked)
-        heldDeliveries[key]!.checkedAhead = end
+        guard end > checkedAhead else { return checkedAhead }
+        store.verifyAhead(Array(deliveries.joined().dropFirst(checkedAhead).prefix(end - checkedAhead)))
+        return end
+    }
+
+    /// Whether the node's chat is live (`chatLiveAt`): bulk turns are shorter meanwhile.
+    private func isChatLive(_ now: Duration) -> Bool {
+        chatLiveAt.map { now - $0 < configuration.quotas.liveChatWindow } ?? false
     }
 
     /// Deliveries held by the quotas whose time has come: checked again, ingested or held longer.
