@@ -2,6 +2,7 @@ import Foundation
 import NatterCrypto
 import NatterModel
 import NatterStore
+import NatterTestSupport
 import Testing
 
 /// A member's node in miniature: identity, store and conversation service, exchanging records with others by
@@ -79,3 +80,17 @@ func syncAll(_ replicas: [Replica], rounds: Int = 3) throws {
 
 /// Makes every replica know everyone's profile.
 func introduce(_ replicas: [Replica]) throws { try syncAll(replicas, rounds: 1) }
+
+/// Alice and Bob, introduced, in a group of Alice's that holds one message, and `authors` × `perAuthor` signed
+/// records of throwaway identities in that group (not ingested anywhere yet): the start of every junk-feed test.
+func floodedGroup(seed: UInt64, authors: Int, perAuthor: Int) throws -> (
+    alice: Replica, bob: Replica, group: ConversationID, junk: [Record]
+) {
+    let alice = try Replica("Alice", seed: seed)
+    let bob = try Replica("Bob", seed: seed + 1)
+    try introduce([alice, bob])
+    let group = try alice.conversations.createGroup(title: "Flooded", members: [bob.id], now: alice.tick())
+    try alice.conversations.send("before the flood", in: group, now: alice.tick())
+    let junk = try floodRecords(conversation: group, authors: authors, perAuthor: perAuthor, seed: seed + 2)
+    return (alice, bob, group, junk)
+}

@@ -67,12 +67,7 @@ struct ProfileAuthorsTests {
 struct LiveFeedTests {
     @Test("junk feeds are left out of live feeds, the applied clock and what a new record depends on")
     func junkLeftOut() throws {
-        let alice = try Replica("Alice", seed: 31)
-        let bob = try Replica("Bob", seed: 32)
-        try introduce([alice, bob])
-        let group = try alice.conversations.createGroup(title: "g", members: [bob.id], now: alice.tick())
-        try alice.conversations.send("before the flood", in: group, now: alice.tick())
-        let flood = try floodRecords(conversation: group, authors: 600, perAuthor: 1, seed: 33)
+        let (alice, _, group, flood) = try floodedGroup(seed: 31, authors: 600, perAuthor: 1)
         _ = try alice.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
         try alice.conversations.refreshChanged()
         #expect(try alice.conversations.reduceJunk(in: group).count == 600)

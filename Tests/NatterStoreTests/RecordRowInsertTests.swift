@@ -12,12 +12,17 @@ import Testing
 struct RecordRowInsertTests {
     let chat = conversationID("row-insert")
 
+    /// The first two records of a writer's feed, and an empty store to insert them into.
+    func twoRecords(seed: UInt64) throws -> (
+        first: NatterModel.Record, second: NatterModel.Record, store: RecordStore
+    ) {
+        let alice = try Writer(seed: seed)
+        return (try alice.write(chat, "first"), try alice.write(chat, "second"), try RecordStore.inMemory())
+    }
+
     @Test("every column holds the record's value; an empty body is a zero-length blob")
     func columnsRoundTrip() throws {
-        let alice = try Writer(seed: 41)
-        let first = try alice.write(chat, "first")
-        let second = try alice.write(chat, "second")
-        let store = try RecordStore.inMemory()
+        let (first, second, store) = try twoRecords(seed: 41)
         try store.writer.write { db in
             try RecordRowInsert.execute(db, record: first, receivedAtMillis: 1_234, keepBytes: true)
             try RecordRowInsert.execute(db, record: second, receivedAtMillis: -5, keepBytes: false)
@@ -52,10 +57,7 @@ struct RecordRowInsertTests {
 
     @Test("a failed insert throws SQLite's error and the statement inserts the next row")
     func failureLeavesStatementUsable() throws {
-        let alice = try Writer(seed: 42)
-        let first = try alice.write(chat, "first")
-        let second = try alice.write(chat, "second")
-        let store = try RecordStore.inMemory()
+        let (first, second, store) = try twoRecords(seed: 42)
         try store.writer.write { db in
             try RecordRowInsert.execute(db, record: first, receivedAtMillis: 1, keepBytes: true)
             // The same feed position again: the table's key refuses it.

@@ -242,12 +242,7 @@ struct JunkFeedTests {
             .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let alice = try Replica("Alice", seed: 911)
-        let bob = try Replica("Bob", seed: 912)
-        try introduce([alice, bob])
-        let group = try alice.conversations.createGroup(title: "Flooded", members: [bob.id], now: alice.tick())
-        try alice.conversations.send("before the flood", in: group, now: alice.tick())
-        let junk = try floodRecords(conversation: group, authors: 3, perAuthor: 20, seed: 913)
+        let (alice, bob, group, junk) = try floodedGroup(seed: 911, authors: 3, perAuthor: 20)
         let store = try RecordStore.open(directory: directory)
         _ = try store.ingest(try alice.store.allRecords().map(\.bytes), receivedAtMillis: 1)
         _ = try store.ingest(try bob.store.allRecords().map(\.bytes), receivedAtMillis: 1)
