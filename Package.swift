@@ -116,7 +116,7 @@ let package = Package(
         ),
         // Test support shared by test targets: a tmux-driven pseudo-terminal, bounded waits, child processes.
         .target(
-            name: "NatterTestSupport", dependencies: ["NatterModel", "NatterCrypto"], path: "Tests/Support/NatterTestSupport",
+            name: "NatterTestSupport", path: "Tests/Support/NatterTestSupport",
             swiftSettings: strictSettings),
         // Test support: a SQLite VFS that drops every write not yet fsynced when a power cut is simulated.
         .target(name: "CPowerCutVFS", linkerSettings: [.linkedLibrary("sqlite3")]),

@@ -1,9 +1,11 @@
 import NatterCrypto
-public import NatterModel
+
+// Load generation for the flood tests and `natter debug flood` (SPEC F16): not used by a node's own path.
 
 /// Well-formed, correctly signed records from throwaway identities, as a flooding node would send them: each
 /// author writes a chain of `perAuthor` content records (each depending on its predecessor) in `conversation`.
-/// Deterministic for a seed; about 40k records a second on one core (signing dominates).
+/// Deterministic for a seed; about 40k records a second on one core (signing dominates). The records are not
+/// encrypted (random payloads): a relay cannot tell, and a member refuses them as junk from unknown authors.
 public func floodRecords(
     conversation: ConversationID, authors: Int, perAuthor: Int, payloadBytes: Int = 200, seed: UInt64
 ) throws -> [Record] {
