@@ -35,6 +35,26 @@ extension NodeCore {
         return false
     }
 
+    /// Whether a record of an evicted conversation (`isEvicted`) is refused unchecked once it is not an invitation:
+    /// every record when the conversation was evicted again, otherwise all but those of this node's `neighbours`
+    /// (`priorityAuthors`).
+    func refusesInEvicted(_ header: RecordHeader, neighbours: Set<AuthorID>) -> Bool {
+        evictedAgain.contains(header.conversation) || !neighbours.contains(header.author)
+    }
+
+    /// The records of `records` worth checking ahead of their ingest: not those `ingest` will refuse unchecked
+    /// (`refusesInEvicted`), nor the commits it checks itself for an invitation. A flood that got its conversation
+    /// evicted keeps coming without charging the link's bucket (refused records cost no check), so checking its
+    /// records ahead by the bucket's measure would verify nearly all of it for nothing.
+    func worthCheckingAhead(_ records: some Sequence<Record>, now: Duration) -> [Record] {
+        guard !evicted.isEmpty else { return Array(records) }
+        let neighbours = priorityAuthors
+        return records.filter { record in
+            let header = record.header
+            return !isEvicted(header.conversation, now: now) || !refusesInEvicted(header, neighbours: neighbours)
+        }
+    }
+
     /// The record, if it is a correctly signed commit that seals a key to this node (an invitation).
     func invitation(_ record: Record) -> Record? {
         guard record.header.kind == .commit, record.hasValidSignature,

@@ -598,7 +598,8 @@ public final class NodeCore {
         let total = deliveries.reduce(0) { $0 + $1.count }
         let end = min(total, quotas.available(link: key.link, lane: key.lane, now: now))
         guard end > checkedAhead else { return checkedAhead }
-        store.verifyAhead(Array(deliveries.joined().dropFirst(checkedAhead).prefix(end - checkedAhead)))
+        store.verifyAhead(
+            worthCheckingAhead(deliveries.joined().dropFirst(checkedAhead).prefix(end - checkedAhead), now: now))
         return end
     }
 
@@ -639,8 +640,7 @@ public final class NodeCore {
                 continue
             }
             if neighbours == nil { neighbours = priorityAuthors }
-            if !evictedAgain.contains(header.conversation), neighbours!.contains(header.author) { continue }
-            refused.insert(index)
+            if refusesInEvicted(header, neighbours: neighbours!) { refused.insert(index) }
         }
         let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
         let storeReport: IngestReport

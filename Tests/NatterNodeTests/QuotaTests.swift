@@ -6,6 +6,7 @@
 import Foundation
 import NatterModel
 import NatterStore
+import NatterSync
 import NatterTestSupport
 import Testing
 
@@ -174,6 +175,29 @@ struct QuotaCoreTests {
         let ahead = fresh.store.verifiedAhead
         #expect(ahead.started >= records.count, "\(ahead)")
         #expect(ahead.waiting == 0, "every record checked ahead was ingested")
+    }
+
+    @Test("records of an evicted conversation, refused unchecked, are not checked ahead either")
+    func evictedNotCheckedAhead() throws {
+        var quotas = QuotaConfiguration()
+        quotas.relayConversationsMax = 0  // every conversation this node is not in is evicted once it arrives
+        let net = PipeNetwork()
+        net.coalescesBytes = true  // windows arrive as runs longer than a turn: their rest is checked ahead
+        let flooder = try net.add("Flooder", seed: 91)
+        let relay = try net.add("Relay", seed: 92, quotas: quotas)
+        let conversation = floodConversation("evicted-ahead")
+        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 93)
+        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        net.connect(flooder, relay)
+        net.run()
+        for _ in 0..<100 { net.advance(.milliseconds(10)) }
+        #expect(try held(relay, conversation) == 0, "evicted whole")
+        #expect(relay.recordsDelivered >= flood.count, "the flood was delivered: \(relay.recordsDelivered)")
+        // The run that arrived before the eviction was checked ahead whole (`runCheckedWhole`); what came after it
+        // is refused without a check, so checking it ahead would verify nearly the whole flood for nothing (the
+        // link's bucket never empties: refused records are not charged).
+        let ahead = relay.store.verifiedAhead
+        #expect(ahead.started <= Limits.syncWindowBatches * Limits.syncBatchRecordsMax, "\(ahead)")
     }
 
     @Test("while the node's chat is live, a bulk run is taken a sync batch a turn instead of two")
