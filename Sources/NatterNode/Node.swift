@@ -361,6 +361,8 @@ public actor Node: Service {
         for event in events {
             if case .received(_, let bytes) = event { received += bytes.count }
             handle(event)
+            // A neighbour's chat stored: shown now, not after the rest of the turn's events.
+            if core.priorityStoredSinceRefresh { refresh() }
         }
         // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
         if received <= Self.bulkTurnBytes || bulkRefreshDue { refresh() }

@@ -518,17 +518,24 @@ public final class NodeCore {
 
     /// Ingests what the sessions delivered during this input, each link's consecutive deliveries of a lane in one
     /// transaction, unless the ingest quotas hold them back (then they wait, unverified, behind the earlier ones of
-    /// their link and lane). Priority deliveries go first (docs/protocol.md §3.7): a chat message is not read after
-    /// the flood that arrived with it.
+    /// their link and lane). Priority deliveries go first and alone (docs/protocol.md §3.7): a chat message is not
+    /// read after the flood that arrived with it, nor stored, passed on and shown only after a bulk batch of it —
+    /// the input's bulk deliveries wait for the next turn, due at once (`hasIngestDue`).
     private func ingestDeliveries(now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
-        if deliveries.contains(where: { $0.lane == .priority }) {
+        let postponeBulk = deliveries.contains(where: { $0.lane == .priority })
+        if postponeBulk {
             deliveries = deliveries.filter { $0.lane == .priority } + deliveries.filter { $0.lane == .bulk }
         }
         while let first = deliveries.first {
             let key = LaneKey(link: first.link, lane: first.lane)
             let run = deliveries.prefix { $0.link == key.link && $0.lane == key.lane }.map(\.records)
             deliveries.removeFirst(run.count)
+            if heldDeliveries[key] == nil, postponeBulk, key.lane == .bulk {
+                heldDeliveries[key] = HeldRun(deliveries: run, until: now, checkedAhead: 0)
+                verifyHeldAhead(key, now: now)
+                continue
+            }
             if heldDeliveries[key] != nil {
                 heldDeliveries[key]!.deliveries += run
                 verifyHeldAhead(key, now: now)

@@ -12,6 +12,35 @@ import Testing
 @testable import NatterNode
 
 extension NodeCoreTests {
+    @Test("a turn with a priority delivery takes only that: the bulk that came with it follows on the next tick")
+    func priorityTurnAlone() throws {
+        let net = PipeNetwork()
+        net.coalescesBytes = true  // what piled up arrives as one input, as in the node
+        let sender = try net.add("Sender", seed: 71)
+        let receiver = try net.add("Receiver", seed: 72)
+        net.connect(sender, receiver)
+        net.run()
+        // Throwaway authors' records (bulk: not the sender's own) and the sender's chat (priority) go out together.
+        let conversation = floodConversation("with-chat")
+        let flood = try floodRecords(conversation: conversation, authors: 2, perAuthor: 50, seed: 73)
+        _ = try sender.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        let group = try sender.conversations.createGroup(
+            title: "Now", members: [receiver.identity.author], now: 10)
+        let chat = try sender.store.appliedRecords(of: group)
+        net.perform(net.index(sender), sender.published(flood + chat, now: net.now))
+        let delivered = receiver.recordsDelivered
+        net.run()  // no tick: the input's own turn only
+        func held(_ conversation: ConversationID) throws -> Int {
+            try receiver.store.feeds(of: conversation).reduce(0) { $0 + Int($1.stored) }
+        }
+        #expect(receiver.recordsDelivered - delivered == chat.count, "the turn took the chat alone")
+        #expect(try held(group) == chat.count)
+        #expect(try held(conversation) == 0, "the bulk waits for the next turn")
+        #expect(receiver.hasIngestDue(now: net.now), "due at once, not after a quota wait")
+        net.advance(.milliseconds(1))
+        #expect(try held(conversation) == flood.count)
+    }
+
     @Test("a priority delivery is ingested while the link's bulk deliveries are held by the quota")
     func priorityPassesHeldBulk() throws {
         let (net, flooder, victim, conversation, flood) = try heldFlood(seed: 61, "held")
