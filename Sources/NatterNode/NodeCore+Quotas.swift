@@ -11,19 +11,24 @@ extension NodeCore {
 
     /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not those
     /// held already, nor the content records of evicted conversations, refused unchecked; their commits were checked
-    /// for an invitation).
+    /// for an invitation). The refused records are charged to the link too, not to their authors: a peer that keeps
+    /// sending what this node refuses (a flood into a conversation it evicted) is held to the link's rate like any
+    /// other, instead of refilling its bucket meanwhile for a burst into the next conversation. An honest peer sends
+    /// each of them once: refused records are reported as held.
     func chargeQuotas(
         link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], records: [Record], refused: Set<Int>, now: Duration
     ) {
-        var checked = 0
+        var charged = 0
         var byAuthor = [AuthorID: Int]()
-        for (index, outcome) in outcomes.enumerated()
-        where !refused.contains(index) || records[index].header.kind == .commit {
+        for (index, outcome) in outcomes.enumerated() {
+            let isRefused = refused.contains(index)
+            if isRefused { charged += 1 }
+            guard !isRefused || records[index].header.kind == .commit else { continue }
             if case .duplicate = outcome { continue }
-            checked += 1
+            if !isRefused { charged += 1 }
             byAuthor[records[index].header.author, default: 0] += 1
         }
-        quotas.charge(link: link, lane: lane, records: checked, byAuthor: byAuthor, now: now)
+        quotas.charge(link: link, lane: lane, records: charged, byAuthor: byAuthor, now: now)
     }
 
     /// Whether `conversation` was evicted and the eviction is still remembered at `now`.

@@ -200,6 +200,34 @@ struct QuotaCoreTests {
         #expect(ahead.started <= Limits.syncWindowBatches * Limits.syncBatchRecordsMax, "\(ahead)")
     }
 
+    @Test("records refused unchecked still count against the link's rate: a flood into an evicted conversation is slowed")
+    func refusedChargedToLink() throws {
+        var quotas = QuotaConfiguration()
+        quotas.relayConversationsMax = 0  // evicted once it arrives; the rest of the flood is refused unchecked
+        quotas.peerRecordsPerSecond = 1_000
+        quotas.peerRecordsBurst = 1_000
+        let net = PipeNetwork()
+        let flooder = try net.add("Flooder", seed: 95)
+        let relay = try net.add("Relay", seed: 96, quotas: quotas)
+        let conversation = floodConversation("refused-charged")
+        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 97)
+        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        net.connect(flooder, relay)
+        net.run()
+        // Time stands still: the burst, plus at most the window that ran the bucket into debt (before: all 6,000 at
+        // once, since refused records cost the bucket nothing and it never emptied).
+        let window = Limits.syncWindowBatches * Limits.syncBatchRecordsMax
+        #expect(relay.recordsDelivered <= 1_000 + window + 10, "\(relay.recordsDelivered)")
+        var seconds = 0
+        while relay.recordsDelivered < flood.count, seconds < 30 {
+            net.advance(.seconds(1))
+            seconds += 1
+            #expect(relay.recordsDelivered <= 1_000 + 1_000 * seconds + window + 10)
+        }
+        #expect(relay.recordsDelivered >= flood.count, "slowed, not cut")
+        #expect(try held(relay, conversation) == 0, "and refused whole")
+    }
+
     @Test("while the node's chat is live, a bulk run is taken a sync batch a turn instead of two")
     func liveTurnsShorter() throws {
         var firstTurn = [Bool: Int]()
