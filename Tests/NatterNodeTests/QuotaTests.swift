@@ -179,41 +179,26 @@ struct QuotaCoreTests {
 
     @Test("records of an evicted conversation, refused unchecked, are not checked ahead either")
     func evictedNotCheckedAhead() throws {
+        // Default rates (a burst of 20,000, above the whole flood): only the rule keeps the refused from checks ahead.
         var quotas = QuotaConfiguration()
         quotas.relayConversationsMax = 0  // every conversation this node is not in is evicted once it arrives
-        let net = PipeNetwork()
-        net.coalescesBytes = true  // windows arrive as runs longer than a turn: their rest is checked ahead
-        let flooder = try net.add("Flooder", seed: 91)
-        let relay = try net.add("Relay", seed: 92, quotas: quotas)
-        let conversation = floodConversation("evicted-ahead")
-        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 93)
-        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
-        net.connect(flooder, relay)
-        net.run()
+        // Windows arrive as runs longer than a turn: their rest is checked ahead.
+        let (net, _, relay, conversation, flood) = try heldFlood(
+            seed: 91, "evicted-ahead", quotas: quotas, coalescing: true)
         for _ in 0..<100 { net.advance(.milliseconds(10)) }
         #expect(try held(relay, conversation) == 0, "evicted whole")
         #expect(relay.recordsDelivered >= flood.count, "the flood was delivered: \(relay.recordsDelivered)")
         // The run that arrived before the eviction was checked ahead whole (`runCheckedWhole`); what came after it
-        // is refused without a check, so checking it ahead would verify nearly the whole flood for nothing (the
-        // link's bucket never empties: refused records are not charged).
+        // is refused without a check, so checking it ahead would verify most of the flood for nothing.
         let ahead = relay.store.verifiedAhead
         #expect(ahead.started <= Limits.syncWindowBatches * Limits.syncBatchRecordsMax, "\(ahead)")
     }
 
-    @Test("records refused unchecked still count against the link's rate: a flood into an evicted conversation is slowed")
+    @Test("records refused unchecked count against the link's rate: a flood into an evicted conversation is slowed")
     func refusedChargedToLink() throws {
-        var quotas = QuotaConfiguration()
+        var quotas = heldFloodQuotas
         quotas.relayConversationsMax = 0  // evicted once it arrives; the rest of the flood is refused unchecked
-        quotas.peerRecordsPerSecond = 1_000
-        quotas.peerRecordsBurst = 1_000
-        let net = PipeNetwork()
-        let flooder = try net.add("Flooder", seed: 95)
-        let relay = try net.add("Relay", seed: 96, quotas: quotas)
-        let conversation = floodConversation("refused-charged")
-        let flood = try floodRecords(conversation: conversation, authors: 20, perAuthor: 300, seed: 97)
-        _ = try flooder.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
-        net.connect(flooder, relay)
-        net.run()
+        let (net, _, relay, conversation, flood) = try heldFlood(seed: 95, "refused-charged", quotas: quotas)
         // Time stands still: the burst, plus at most the window that ran the bucket into debt (before: all 6,000 at
         // once, since refused records cost the bucket nothing and it never emptied).
         let window = Limits.syncWindowBatches * Limits.syncBatchRecordsMax
@@ -387,17 +372,22 @@ struct QuotaOptionTests {
     }
 }
 
-/// A flooder whose store holds 6,000 records of 20 throwaway authors in one conversation, linked to a victim whose
-/// link quota is 1,000 records a second (burst 1,000, no eviction), and run until quiet (virtual time stands still):
-/// the victim holds the burst and the next window, the rest of the flood is held or unsent. Seeds `seed`, `seed + 1`
-/// and `seed + 2` make the flooder, the victim and the flood.
-func heldFlood(seed: UInt64, _ name: String, coalescing: Bool = false) throws -> (
-    net: PipeNetwork, flooder: NodeCore, victim: NodeCore, conversation: ConversationID, flood: [Record]
-) {
+/// `heldFlood`'s victim quotas: a link quota of 1,000 records a second (burst 1,000), no eviction.
+var heldFloodQuotas: QuotaConfiguration {
     var quotas = QuotaConfiguration()
     quotas.peerRecordsPerSecond = 1_000
     quotas.peerRecordsBurst = 1_000
     quotas.relayConversationsMax = 10  // no eviction here
+    return quotas
+}
+
+/// A flooder whose store holds 6,000 records of 20 throwaway authors in one conversation, linked to a victim with
+/// `quotas` (by default `heldFloodQuotas`), and run until quiet (virtual time stands still): the victim holds the
+/// burst and the next window, the rest of the flood is held or unsent. Seeds `seed`, `seed + 1` and `seed + 2` make
+/// the flooder, the victim and the flood.
+func heldFlood(seed: UInt64, _ name: String, quotas: QuotaConfiguration = heldFloodQuotas, coalescing: Bool = false)
+    throws -> (net: PipeNetwork, flooder: NodeCore, victim: NodeCore, conversation: ConversationID, flood: [Record])
+{
     let net = PipeNetwork()
     net.coalescesBytes = coalescing
     let flooder = try net.add("Flooder", seed: seed)
