@@ -9,23 +9,23 @@ extension NodeCore {
         duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
-    /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not those
-    /// held already, nor the content records of evicted conversations, refused unchecked; their commits were checked
-    /// for an invitation). The refused records are charged to the link too, not to their authors: a peer that keeps
-    /// sending what this node refuses (a flood into a conversation it evicted) is held to the link's rate like any
-    /// other, instead of refilling its bucket meanwhile for a burst into the next conversation. An honest peer sends
-    /// each of them once: refused records are reported as held.
+    /// Charges the link's bucket of `lane` and the authors for the records that cost a signature check (not copies
+    /// of records held already), and the link alone for the records of evicted conversations refused unchecked
+    /// (reported as copies): a peer that keeps sending what this node refuses (a flood into a conversation it
+    /// evicted) is held to the link's rate like any other, instead of refilling its bucket meanwhile for a burst
+    /// into the next conversation. An honest peer sends each of them once, since they are reported as held.
     func chargeQuotas(
         link: LinkID, lane: SyncLane, outcomes: [IngestOutcome], records: [Record], refused: Set<Int>, now: Duration
     ) {
         var charged = 0
         var byAuthor = [AuthorID: Int]()
         for (index, outcome) in outcomes.enumerated() {
-            let isRefused = refused.contains(index)
-            if isRefused { charged += 1 }
-            guard !isRefused || records[index].header.kind == .commit else { continue }
+            if refused.contains(index) {
+                charged += 1
+                continue
+            }
             if case .duplicate = outcome { continue }
-            if !isRefused { charged += 1 }
+            charged += 1
             byAuthor[records[index].header.author, default: 0] += 1
         }
         quotas.charge(link: link, lane: lane, records: charged, byAuthor: byAuthor, now: now)
@@ -48,9 +48,8 @@ extension NodeCore {
     }
 
     /// The records of `records` worth checking ahead of their ingest: not those `ingest` will refuse unchecked
-    /// (`refusesInEvicted`), nor the commits it checks itself for an invitation. A flood that got its conversation
-    /// evicted keeps coming without charging the link's bucket (refused records cost no check), so checking its
-    /// records ahead by the bucket's measure would verify nearly all of it for nothing.
+    /// (`refusesInEvicted`), nor the commits it checks itself for an invitation. A flood into a conversation this
+    /// node evicted goes on arriving; checking it ahead would verify for nothing what the ingest then refuses.
     func worthCheckingAhead(_ records: some Sequence<Record>, now: Duration) -> [Record] {
         guard !evicted.isEmpty else { return Array(records) }
         let neighbours = priorityAuthors
