@@ -531,13 +531,9 @@ public final class NodeCore {
             let key = LaneKey(link: first.link, lane: first.lane)
             let run = deliveries.prefix { $0.link == key.link && $0.lane == key.lane }.map(\.records)
             deliveries.removeFirst(run.count)
-            if heldDeliveries[key] == nil, postponeBulk, key.lane == .bulk {
-                heldDeliveries[key] = HeldRun(deliveries: run, until: now, checkedAhead: 0)
-                verifyHeldAhead(key, now: now)
-                continue
-            }
-            if heldDeliveries[key] != nil {
-                heldDeliveries[key]!.deliveries += run
+            // Behind a held run of its link and lane, or bulk postponed: held (a new run is due at once).
+            if heldDeliveries[key] != nil || (postponeBulk && key.lane == .bulk) {
+                heldDeliveries[key, default: HeldRun(deliveries: [], until: now, checkedAhead: 0)].deliveries += run
                 verifyHeldAhead(key, now: now)
                 continue
             }
