@@ -368,10 +368,7 @@ public final class NodeCore {
     /// after each authoring call.
     public func published(_ records: [Record], now: Duration) -> [NodeAction] {
         let stored = records.map { StoredRecord($0) }
-        // Chat, not a profile update (a node publishes its profile as it starts, catch-up or not).
-        if records.contains(where: { $0.header.author == identity.author && $0.header.kind != .plain }) {
-            chatLiveAt = now
-        }
+        for record in records where record.header.author == identity.author { noteChat(record.header, now: now) }
         recentOwnRecords.noteStored(stored.filter { $0.author == identity.author })
         var actions = storedLocally(stored, except: nil, now: now)
         actions += conversationsMayHaveChanged(now: now)
@@ -606,6 +603,12 @@ public final class NodeCore {
         return end
     }
 
+    /// Marks the chat live for a record this node wrote or took from a priority lane, if it is chat: not a profile
+    /// update (a node publishes its profile as it starts, catch-up or not).
+    private func noteChat(_ header: RecordHeader, now: Duration) {
+        if header.kind != .plain { chatLiveAt = now }
+    }
+
     /// Whether the node's chat is live (`chatLiveAt`): bulk turns are shorter meanwhile.
     private func isChatLive(_ now: Duration) -> Bool {
         chatLiveAt.map { now - $0 < configuration.quotas.liveChatWindow } ?? false
@@ -666,7 +669,7 @@ public final class NodeCore {
         for (record, outcome) in zip(records, outcomes) {
             if case .stored = outcome {
                 recordsNew += 1
-                if lane == .priority, record.header.kind != .plain { chatLiveAt = now }
+                if lane == .priority { noteChat(record.header, now: now) }
             }
             let header = record.header
             switch outcome {
