@@ -12,7 +12,8 @@ import NatterStore
 /// process of its own (run it under `nice`, as if on another machine) its own work — checking every record it
 /// stores, sealing every frame it sends — does not share the measured nodes' process or their priority.
 ///
-/// Prints `linked`, then `written N records in S s (R records/s)`, then stays up (serving sync) until killed.
+/// Prints `linked: N records, largest M bytes` once its link is up, then `written N records in S s (R records/s)`,
+/// then stays up (serving sync) until killed.
 struct FloodCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flood", abstract: "Flood a peer with signed records from throwaway identities.")
@@ -96,7 +97,7 @@ struct FloodCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(10))
         }
-        print("linked; largest record \(flood.map(\.bytes.count).max() ?? 0) bytes")
+        print("linked: \(flood.count) records, largest \(flood.map(\.bytes.count).max() ?? 0) bytes")
         fflush(nil)
 
         let start = ContinuousClock.now

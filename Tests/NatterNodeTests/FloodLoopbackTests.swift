@@ -71,6 +71,12 @@ struct FloodLoopbackTests {
         values.sorted()[min(values.count - 1, Int((Double(values.count) * 0.95).rounded(.up)) - 1)]
     }
 
+    /// The number just before the word `unit` in a line the flooder printed (`linked: 9000 records, …`).
+    func number(before unit: String, in line: String) -> Double? {
+        let words = line.split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ",;:")) }
+        return words.firstIndex(of: unit).flatMap { $0 > 0 ? Double(words[$0 - 1]) : nil }
+    }
+
     func fileBytes(_ path: String) -> Int {
         ["natter.sqlite", "natter.sqlite-wal"].reduce(0) { total, name in
             let attributes = try? FileManager.default.attributesOfItem(atPath: "\(path)/\(name)")
@@ -87,6 +93,8 @@ struct FloodLoopbackTests {
         let environment = ProcessInfo.processInfo.environment
         let rate = environment["NATTER_FLOOD_RATE"].flatMap(Int.init) ?? 10_000
         let seconds = environment["NATTER_FLOOD_SECONDS"].flatMap(Double.init) ?? 2
+        // Throwaway authors the flooder writes as in each conversation, the chat included.
+        let throwawayAuthors = 10
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-flood-\(UUID().uuidString)")
             .path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -121,13 +129,14 @@ struct FloodLoopbackTests {
             [
                 "-n", "19", natter.path, "debug", "flood", "--data", "\(root)/Flooder",
                 "--peer", "127.0.0.1:\(relay.node.port)", "--rate", "\(rate)", "--seconds", "\(seconds)",
-                "--nobody", "8", "--into", chat.hex, "--authors", "10", "--seed", "7000",
+                "--nobody", "8", "--into", chat.hex, "--authors", "\(throwawayAuthors)", "--seed", "7000",
             ])
         defer { flooder.kill() }
+        // `linked: N records, largest M bytes`
         let linked = try await flooder.waitFor("linked", seconds: 60)
-        let largestFloodRecord = try #require(linked.split(separator: " ").dropLast().last.flatMap { Int($0) })
         let floodStart = ContinuousClock.now
-        let floodCount = 9 * 10 * max(1, Int(Double(rate) * seconds) / 9 / 10)
+        let floodCount = try #require(number(before: "records", in: linked).map { Int($0) })
+        let largestFloodRecord = try #require(number(before: "bytes", in: linked).map { Int($0) })
 
         // Under the flood: the same probes, while it lasts (bounded), sampling every store's relay-only usage.
         var underFlood = [Duration]()
@@ -159,16 +168,16 @@ struct FloodLoopbackTests {
         }
         let floodSeconds = (lastGrowth - floodStart) / .seconds(1)
         // `written N records in S s (R records/s)`
-        let written = try await flooder.waitFor("written", seconds: 60).split(separator: " ")
-        let offeredSeconds = try #require(Double(written[4]))
+        let written = try await flooder.waitFor("written", seconds: 60)
+        let offeredSeconds = try #require(number(before: "s", in: written))
         let offeredRate = Double(floodCount) / max(offeredSeconds, 0.001)
-        #expect(Int(written[1]) == floodCount)
+        #expect(number(before: "records", in: written).map { Int($0) } == floodCount)
         // Two relay-quota checks after the probes: every store is within its relay quota.
         try await Task.sleep(for: .seconds(2.5))
         var after = [(bytes: Int, conversations: Int)]()
         for node in [alice, relay, bob] { after.append(try await relayUsage(node)) }
         // The members reduced the junk feeds in their chat to their frontier: no body of a throwaway author is held.
-        // How many of the 10 throwaway authors reach them depends on when the relay evicted the chat (it refuses
+        // How many of the chat's throwaway authors reach them depends on when the relay evicted the chat (it refuses
         // the junk from then on and takes back only its neighbours' feeds): some, and every one of them is junk.
         var junkHeld = [Int]()
         let chatMembers: Set = [await alice.author, bobID]
@@ -179,7 +188,9 @@ struct FloodLoopbackTests {
                 try junk.reduce(0) { $0 + (try store.recordBytes(conversation: chat, author: $1.author, from: 1, limit: 1_000_000).count) })
             let throwaway = try store.feeds(of: chat).filter { !chatMembers.contains($0.author) }
             #expect(throwaway.allSatisfy { $0.isJunk }, "every throwaway author's feed a member holds is a junk feed")
-            #expect((1...10).contains(junk.count), "\(junk.count) junk feeds of the chat's 10 throwaway authors")
+            #expect(
+                (1...throwawayAuthors).contains(junk.count),
+                "\(junk.count) junk feeds of the chat's \(throwawayAuthors) throwaway authors")
         }
         #expect(junkHeld == [0, 0])
         let sizes = [alice.path, relay.path, bob.path, "\(root)/Flooder"].map(fileBytes)
