@@ -25,6 +25,10 @@ public final class NodeCore {
     private var refreshes: RefreshSchedule
     private var files: FileTransfer
     private var typing: TypingRelay
+    /// Receipts and due re-keys: what this node writes on its own, and when.
+    private var automatic: AutomaticWrites
+    /// The conversation this node's user is viewing (receipts there say "read").
+    private var viewing: ConversationID?
     /// Records waiting for a predecessor in their feed, per feed and sequence.
     private var causalBuffer: [FeedKey: [UInt64: Record]] = [:]
     private var bufferedCount = 0
@@ -49,6 +53,7 @@ public final class NodeCore {
         refreshes = RefreshSchedule(delay: configuration.conversationRefreshDelay)
         files = FileTransfer(store: store, conversations: conversations)
         typing = TypingRelay(identity: identity, conversations: conversations)
+        automatic = AutomaticWrites(configuration: configuration.receipts)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.
         var generator = random
         let staticKey = NoiseKeyPair.generate(using: &generator)
@@ -88,7 +93,7 @@ public final class NodeCore {
     public func nextDeadline() -> Duration? {
         [
             links.nextDeadline(handshakeTimeout: configuration.handshakeTimeout), files.nextDeadline,
-            refreshes.deadline, typing.nextDeadline, scheduler.nextDeadline, relay.nextCheck,
+            refreshes.deadline, typing.nextDeadline, scheduler.nextDeadline, relay.nextCheck, automatic.nextDeadline,
         ].compactMap { $0 }.min()
     }
 
@@ -152,8 +157,28 @@ public final class NodeCore {
 
     // MARK: - Authoring
 
-    /// Pushes records this node wrote (through `conversations`) to every peer, and reports what changed. Call
-    /// after each authoring call.
+    /// Carries out a person's intents (or the node's own) in order, publishes what they wrote to every peer in the
+    /// same turn, and answers with what each wrote or why it was refused. Consecutive content intents share one
+    /// transaction and one fsync (`Conversations.author`); nothing is sent before it is durable.
+    public func author(_ intents: [ConversationIntent], now: Duration) -> (
+        results: [Result<Authored, any Error>], actions: [NodeAction]
+    ) {
+        let results = conversations.author(intents, now: wallClockMillis(now))
+        var records = [Record]()
+        for (intent, result) in zip(intents, results) {
+            guard case .success(let authored) = result else { continue }
+            records += authored.records
+            if case .markRead = intent {
+                automatic.wrote(in: authored.conversation, readReceipt: true, now: now)
+            } else {
+                automatic.wrote(in: authored.conversation, readReceipt: false, now: now)
+            }
+        }
+        return (results, records.isEmpty ? [] : published(records, now: now))
+    }
+
+    /// Pushes records this node wrote to every peer, and reports what changed (`author` calls it; so do drivers
+    /// that write through `conversations` directly, such as the lab's workloads and file sending).
     public func published(_ records: [Record], now: Duration) -> [NodeAction] {
         let stored = records.map { StoredRecord($0) }
         for record in records where record.header.author == identity.author {
@@ -163,6 +188,59 @@ public final class NodeCore {
         var actions = storedLocally(stored, now: now)
         actions += conversationsMayHaveChanged(now: now)
         return actions
+    }
+
+    /// The conversation this node's user is viewing now (nil: none): receipts written there say "read", and one is
+    /// due at once if something in it is unread.
+    public func view(_ conversation: ConversationID?, now: Duration) -> [NodeAction] {
+        viewing = conversation
+        if let conversation { reviewReceipts(of: conversation, now: now) }
+        return []
+    }
+
+    /// Looks at every conversation this node reads for receipts and re-keys it owes (at start, or after a restart).
+    public func reviewConversations(now: Duration) -> [NodeAction] {
+        do {
+            for conversation in try store.conversationIDs() { reviewReceipts(of: conversation, now: now) }
+        } catch {
+            return [.event(.notice("store: cannot list the conversations to review receipts (\(error))"))]
+        }
+        return []
+    }
+
+    /// Schedules what this node owes in `conversation`: a re-key when the rules name it, and a receipt when messages
+    /// by others are past its marks — "read" when its user views the conversation, else "delivered".
+    private func reviewReceipts(of conversation: ConversationID, now: Duration) {
+        guard automatic.configuration.enabled, let snapshot = try? conversations.snapshot(of: conversation) else {
+            return  // `try?`: a conversation the store cannot read now is reviewed again at its next refresh
+        }
+        let state = snapshot.state
+        let me = identity.author
+        guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
+        if state.currentEpoch == nil && state.rekeyDuty == me { automatic.rekeyNeeded(in: conversation, now: now) }
+        let marks = state.receipts[me]
+        if viewing == conversation, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
+            automatic.receiptNeeded(in: conversation, read: true, now: now)
+        } else if state.hasMessages(beyond: marks?.delivered ?? VectorClock(), viewer: me) {
+            automatic.receiptNeeded(in: conversation, read: false, now: now)
+        }
+    }
+
+    /// Writes every receipt and re-key scheduled, due or not: a node that stops leaves none unwritten.
+    public func writePending(now: Duration) -> [NodeAction] { writeDue(now: now, all: true) }
+
+    /// Writes the receipts and re-keys due at `now` (`all`: every one scheduled).
+    private func writeDue(now: Duration, all: Bool = false) -> [NodeAction] {
+        let intents = automatic.take(now: now, all: all)
+        guard !intents.isEmpty else { return [] }
+        let (results, actions) = author(intents, now: now)
+        var notices = [NodeAction]()
+        for (intent, result) in zip(intents, results) {
+            if case .failure(let error) = result {
+                notices.append(.event(.notice("could not write \(intent): \(error)")))
+            }
+        }
+        return notices + actions
     }
 
     // MARK: - Links
@@ -198,7 +276,7 @@ public final class NodeCore {
     /// the key exchange's computation): its push interval scales with it (`Limits.syncPushInterval(upTo:handshake:)`).
     private func establish(_ id: LinkID, _ done: LinkEstablished, handshake: Duration, now: Duration) -> [NodeAction] {
         let peer = AuthorID(done.peer)
-        var out = [NodeAction]()
+        let replaced: LinkID?
         switch links.admit(id, peer: peer, me: identity.author, refused: refusedPeers) {
         case .connectedToItself:
             return [.event(.linkFailed(id, "connected to itself")), .close(id)]
@@ -206,8 +284,8 @@ public final class NodeCore {
             // Closed without an event: a ban is reported once, when it is imposed, and a blocked person's node
             // redials every couple of seconds — a notice per refusal would repeat for as long as the block lasts.
             return [.close(id)]
-        case .established(let replaced):
-            if let replaced { out += [.event(.peerDown(peer, replaced)), .close(replaced)] }
+        case .established(let old):
+            replaced = old
         }
         var session = SyncSession(
             source: StoreRecordSource(store: store, recent: recentOwnRecords),
@@ -219,7 +297,9 @@ public final class NodeCore {
             LinkTable.Established(
                 peer: peer, initiatedBy: links.initiator(of: id, peer: peer, me: identity.author),
                 channel: done.channel, session: session, handshake: handshake))
-        out.append(.event(.peerUp(peer, id)))
+        // The new link is up before the one it replaces goes down: the peer never looks offline in between.
+        var out: [NodeAction] = [.event(.peerUp(peer, id))]
+        if let replaced { out += [.event(.peerDown(peer, replaced)), .close(replaced)] }
         out += syncActions(id, start, now: now)
         if !done.unreadBytes.isEmpty { out += receive(id, done.unreadBytes, now: now) }
         return out
@@ -545,7 +625,7 @@ public final class NodeCore {
         } catch {
             return [.event(.notice("store: cannot measure the relay quota (\(error))"))]
         }
-        return refreshPending() + enforceRelayQuota(now: now)
+        return refreshPending(now: now) + enforceRelayQuota(now: now)
     }
 
     private func enforceRelayQuota(now: Duration) -> [NodeAction] {
@@ -567,7 +647,7 @@ public final class NodeCore {
 
     /// Records were stored: refresh the conversation tables now, or when the refresh delay (or the driver) says.
     private func conversationsMayHaveChanged(now: Duration) -> [NodeAction] {
-        refreshes.stored(now: now) ? refreshPending() : []
+        refreshes.stored(now: now) ? refreshPending(now: now) : []
     }
 
     /// Whether records were stored since the conversation tables were last brought up to date.
@@ -580,28 +660,35 @@ public final class NodeCore {
     /// Brings the conversation tables up to date now if records were stored since the last refresh, and reports
     /// what changed: the node actor after each turn (`conversationRefreshDelay` nil), and for a reader (the REPL)
     /// about to query them, so what it reads is never behind what it was told.
-    public func refreshPending() -> [NodeAction] {
+    public func refreshPending(now: Duration) -> [NodeAction] {
         guard refreshes.begin() else { return [] }
-        var changes: [ConversationID: TimelineChanges]
+        var refreshed: Conversations.Refreshed
         do {
-            changes = try conversations.refreshChanged()
+            refreshed = try conversations.refreshChanged()
             // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed
             // again. Junk records were rejected by the rules, so dropping them changes no line; report what did.
-            let reduced = try changes.keys.sorted().filter { !(try conversations.reduceJunk(in: $0)).isEmpty }
+            let reduced = try refreshed.deltas.keys.sorted().filter { !(try conversations.reduceJunk(in: $0)).isEmpty }
             if !reduced.isEmpty {
-                for (conversation, change) in try conversations.refreshChanged() where changes[conversation] == nil {
-                    changes[conversation] = change
+                for (conversation, delta) in try conversations.refreshChanged().deltas
+                where refreshed.deltas[conversation] == nil {
+                    refreshed.deltas[conversation] = delta
                 }
             }
         } catch {
             // The conversations stay marked dirty in the store: the next refresh retries them.
             return [.event(.notice("store: cannot bring the conversation tables up to date (\(error))"))]
         }
-        return changes.keys.sorted().compactMap { conversation in
-            let change = changes[conversation]!
-            return change.added.isEmpty && change.retracted.isEmpty
-                ? nil : .event(.conversationChanged(conversation, change))
+        var out = [NodeAction]()
+        for author in refreshed.profiles.sorted() {
+            // A profile that cannot be read now shows as no name (the fingerprint) until the next one arrives.
+            out.append(.event(.profile(author, name: (try? conversations.profile(of: author))??.name)))
         }
+        for conversation in refreshed.deltas.keys.sorted() {
+            let delta = refreshed.deltas[conversation]!
+            if delta.lines.contains(where: { $0.kind == .new }) { reviewReceipts(of: conversation, now: now) }
+            if !delta.isEmpty { out.append(.event(.conversation(delta))) }
+        }
+        return out
     }
 
     // MARK: - Files and typing (FileTransfer, TypingRelay)
@@ -647,7 +734,7 @@ public final class NodeCore {
 
     private func tick(now: Duration) -> [NodeAction] {
         var out = releaseHeldDeliveries(now: now)
-        if refreshes.isDue(now: now) { out += refreshPending() }
+        if refreshes.isDue(now: now) { out += refreshPending(now: now) }
         if relay.takeCheckDue(now: now) { out += enforceRelayQuota(now: now) }
         for id in links.ids {
             if let openedAt = links.handshakeOpenedAt(id) {
@@ -663,6 +750,7 @@ public final class NodeCore {
             out += syncActions(id, links.withSession(id) { $0.tick(now: now) } ?? [], now: now)
         }
         out += typing.tick(links: &links, random: &random, now: now, nowMillis: wallClockMillis(now))
+        out += writeDue(now: now)
         return out
     }
 }

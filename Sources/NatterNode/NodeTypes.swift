@@ -41,8 +41,12 @@ public enum NodeEvent: Equatable, Sendable {
     case syncProgress(AuthorID, received: Int, expected: Int)
     /// Records became applied (from any link, or authored here), with where they sit.
     case applied([RecordRef])
-    /// A conversation's derived state changed (new or retracted lines).
-    case conversationChanged(ConversationID, TimelineChanges)
+    /// What changed in a conversation (new, edited, deleted and retracted lines, reactions, statuses of this node's
+    /// messages, its details), as deltas from the conversation engine's change log: each change once, lines in
+    /// timeline order. A front end renders these; it never re-derives a conversation to learn what changed.
+    case conversation(ConversationDelta)
+    /// A person's profile (display name) arrived or changed: names shown from now on use it.
+    case profile(AuthorID, name: String?)
     /// Something a person may want to know about the node itself (discovery, ports), one line.
     case notice(String)
     /// The peer on this link did something an honest node never does (follows its `linkFailed`): the driver scores
@@ -87,7 +91,24 @@ public struct NodeConfiguration: Sendable {
     /// a driver that sets it must call `RecordStore.syncDeferred` before it sends anything (`Node` does, before
     /// every turn's sends), so nothing acknowledges a record a power cut could still take (DESIGN §6).
     public var ingestDurability: RecordStore.IngestDurability = .synced
+    /// Receipts and due re-keys this node writes on its own (`ReceiptConfiguration`).
+    public var receipts = ReceiptConfiguration()
 
     public init() {}
 }
 
+
+/// Why the node could not take a request, in words a person can act on.
+public enum NodeError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// More intents are waiting than the node queues (`WriteQueue.intentsMax`).
+    case busy
+    /// The node is shutting down.
+    case stopped
+
+    public var description: String {
+        switch self {
+        case .busy: "the node is busy writing earlier lines; wait for them and try again"
+        case .stopped: "the node has stopped"
+        }
+    }
+}
