@@ -402,7 +402,11 @@ public actor Node: Service {
         perform(core.writePending(now: now))  // receipts scheduled go out with the goodbyes, not never
         isShutDown = true
         await discovery?.shutdown()
-        try? core.store.syncDeferred()
+        do {
+            try core.store.syncDeferred()
+        } catch {
+            report("store: cannot make received records durable as the node stops (\(error))")
+        }
         for action in core.closeAllLinks() {
             switch action {
             case .send(let link, let goodbye): await transport.sendAndClose(ConnectionID(raw: link.raw), goodbye)

@@ -21,6 +21,9 @@ public final class RecordStore: Sendable {
     private let lock: DataDirectoryLock?
     /// Whether a `.deferred` ingest committed since the last `syncDeferred` (set and cleared on the writer's queue).
     private let deferredCommits = Mutex(false)
+    /// Set when `synchronous=FULL` could not be restored on the writer: from then on nothing is written, since a
+    /// commit that returned might not be on disk.
+    private let durabilityLost = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
 
@@ -53,6 +56,17 @@ public final class RecordStore: Sendable {
         } catch {
             throw .database("cannot open \(path): \(error)")
         }
+        // A node whose commits are not fsynced could acknowledge what a power cut takes back: it does not start.
+        let mode: Int?
+        do {
+            mode = try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        } catch {
+            throw .database("cannot read the durability setting of \(path): \(error)")
+        }
+        guard mode == 2 else {
+            throw .database(
+                "cannot make commits durable in \(path): synchronous is \(mode.map(String.init) ?? "unknown"), not FULL")
+        }
         return try RecordStore(writer: pool, lock: lock)
     }
 
@@ -80,14 +94,24 @@ public final class RecordStore: Sendable {
     /// `syncDeferred`.
     private func writeUnsynced<T>(_ updates: (Database) throws -> T, deferred: Bool) throws -> T {
         try writer.writeWithoutTransaction { db in
+            try checkDurable()
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
             var result: T?
             let changesBefore = db.totalChangesCount
-            try db.inTransaction(.immediate) {
-                result = try updates(db)
-                return .commit
+            let outcome = Result {
+                try db.inTransaction(.immediate) {
+                    result = try updates(db)
+                    return .commit
+                }
             }
+            do {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            } catch {
+                // Every later commit would skip its fsync: no write is accepted any more (`checkDurable`).
+                durabilityLost.withLock { $0 = true }
+                throw StoreError.database("cannot restore synchronous=FULL after an unsynced commit: \(error)")
+            }
+            try outcome.get()
             // A transaction that changed nothing (every record a duplicate) wrote nothing to make durable.
             if deferred && db.totalChangesCount != changesBefore { deferredCommits.withLock { $0 = true } }
             return result!
@@ -112,6 +136,7 @@ public final class RecordStore: Sendable {
     /// covers every earlier commit. No I/O when no deferred commit is waiting.
     public func syncDeferred() throws(StoreError) {
         do {
+            try checkDurable()
             try writer.writeWithoutTransaction { db in
                 guard deferredCommits.withLock({ $0 }) else { return }
                 try db.execute(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
@@ -119,6 +144,13 @@ public final class RecordStore: Sendable {
             }
         } catch {
             throw .database("\(error)")
+        }
+    }
+
+    /// Throws when the writer's durability could not be restored (`durabilityLost`).
+    private func checkDurable() throws(StoreError) {
+        if durabilityLost.withLock({ $0 }) {
+            throw .database("commits are no longer durable (synchronous=FULL could not be restored); restart the node")
         }
     }
 
@@ -320,7 +352,8 @@ public final class RecordStore: Sendable {
         conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
-        try withoutActuallyEscaping(makePayload) { makePayload in
+        try checkDurable()
+        return try withoutActuallyEscaping(makePayload) { makePayload in
             try writer.write { db in
                 try Self.appendOwn(
                     OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
@@ -356,7 +389,8 @@ public final class RecordStore: Sendable {
     public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
         -> [Result<NatterModel.Record, any Error>]
     {
-        try writer.write { db in
+        try checkDurable()
+        return try writer.write { db in
             var results = [Result<NatterModel.Record, any Error>]()
             for append in appends {
                 var record: NatterModel.Record?
