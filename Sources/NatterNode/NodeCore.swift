@@ -161,6 +161,8 @@ public final class NodeCore {
     var notRelayOnly = Set<ConversationID>()
     /// Relay-only conversations evicted since the core started.
     public internal(set) var conversationsEvicted = 0
+    /// Whether the node said that another node writes as this identity (once a run: NodeCore+OwnHeads.swift).
+    var toldOfAnotherWriter = false
 
     /// One lane of one link: priority lanes sort first, so their held deliveries are released first.
     private struct LaneKey: Hashable, Comparable {
@@ -195,6 +197,9 @@ public final class NodeCore {
         var leaving = false
         /// When this side closes the link it is leaving (nil: not leaving it, or the peer is the one leaving).
         var closeAt: Duration?
+        /// Whether the initial exchange completed (the session's `caughtUp`): own records that arrive before it
+        /// show the store was behind; after it, that another node is writing as this identity (NodeCore+OwnHeads).
+        var caughtUp = false
     }
 
     public init(
@@ -217,6 +222,12 @@ public final class NodeCore {
         evicted =
             (try? store.evictedConversations(
                 sinceMillis: configuration.clockOriginMillis - Self.millis(configuration.quotas.evictionMemory))) ?? [:]
+    }
+
+    /// Whether the initial exchange on link `id` completed (false for a link not established).
+    func isCaughtUp(_ id: LinkID) -> Bool {
+        if case .established(let established) = links[id] { return established.caughtUp }
+        return false
     }
 
     /// Peers with an established link, and the link.
@@ -497,7 +508,12 @@ public final class NodeCore {
             case .deliverPriority(let records):
                 deliveries.append((id, .priority, records))
             case .caughtUp:
+                if case .established(var caughtUp) = links[id] {
+                    caughtUp.caughtUp = true
+                    links[id] = .established(caughtUp)
+                }
                 out.append(.event(.caughtUp(established.peer)))
+                out += ownHeadsLearned(from: established.peer)
             case .progress(let received, let expected):
                 out.append(.event(.syncProgress(established.peer, received: received, expected: expected)))
             case .peerLeaving:
@@ -658,10 +674,13 @@ public final class NodeCore {
         var storeOutcomes = storeReport.outcomes.makeIterator()
         let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
         chargeQuotas(link: id, lane: lane, outcomes: outcomes, records: records, refused: refused, now: now)
+        // Before the sessions hear of this ingest: the one whose initial exchange it completes lifts the doubt.
+        var out = ownRecordsArrived(
+            zip(records, outcomes).filter { $0.0.header.author == identity.author && $0.1.isNewToFeed }.map(\.0.header),
+            initialExchange: !isCaughtUp(id))
         var stored = [StoredRecord]()
         /// The records appended to their feeds (not fork evidence), for the tree's lag check.
         var appended = [Record]()
-        var out = [NodeAction]()
         var copies = [FeedKey]()
         /// New records held for a gap: their link is ahead of us in their feed.
         var ahead = [StoredRecord]()

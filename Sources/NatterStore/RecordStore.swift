@@ -23,18 +23,24 @@ public final class RecordStore: Sendable {
     private let deferredCommits = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
+    /// Why own writes wait, if they do (`OwnHeadsDoubt`; persisted in `meta`, mirrored here for `appendOwn`).
+    let ownHeads = Mutex<OwnHeadsDoubt?>(nil)
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
         self.lock = lock
         do {
             try Schema.migrator.migrate(writer)
+            let doubt = try writer.read { db in try Self.storedDoubt(db) }
+            ownHeads.withLock { $0 = doubt }
         } catch {
             throw .database("\(error)")
         }
     }
 
-    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first.
+    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first. A directory that is not
+    /// where it was last opened (copied, restored, moved to another machine) has its own heads doubted
+    /// (`OwnHeadsDoubt.copied`): own writes wait until a peer has synced with the node.
     public static func open(directory: String) throws(StoreError) -> RecordStore {
         let lock = try DataDirectoryLock(directory: directory)
         let path = directory + "/natter.sqlite"
@@ -53,7 +59,9 @@ public final class RecordStore: Sendable {
         } catch {
             throw .database("cannot open \(path): \(error)")
         }
-        return try RecordStore(writer: pool, lock: lock)
+        let store = try RecordStore(writer: pool, lock: lock)
+        try store.checkHome(directory: directory, database: path)
+        return store
     }
 
     /// A store in memory (lab and tests): the same schema and code, no file and no lock.
@@ -310,7 +318,9 @@ public final class RecordStore: Sendable {
 
     // MARK: - Own records
 
-    /// Appends a record authored by this node, durably, before anything may send it.
+    /// Appends a record authored by this node, durably, before anything may send it. Refused with
+    /// `StoreError.ownHeadsUnconfirmed` while the own feeds may be behind other nodes' (`ownHeadsDoubt`): every own
+    /// write of every front end comes through here, so none can fork this identity's feeds.
     ///
     /// The sequence number, previous hash, dependencies (the conversation's applied frontier) and Lamport number
     /// are chosen inside the write transaction, so after a crash the next record continues from what is on disk
@@ -320,6 +330,7 @@ public final class RecordStore: Sendable {
         conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
+        if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let author = AuthorID(identity.publicKey)
         return try writer.write { db in
             var session = IngestSession(db: db, receivedAtMillis: createdAtMillis)

@@ -946,6 +946,13 @@ actor ReplSession {
                     ? "blocked \(names.display(person)): their links are refused and everything from them is hidden "
                         + "(/block again to unblock)"
                     : "unblocked \(names.display(person))")
+        case .forceWrite:
+            // SPEC F20: the user's word lifts the wait for own feed heads (NodeCore+OwnHeads.swift).
+            if try await node.forceWrite() != nil {
+                say("sending resumes from this node's own heads; if another node holds more of them, your feeds fork")
+            } else {
+                say("nothing waits: this node's own feeds are current as far as it knows")
+            }
         case .digest:
             let log = Hex.encode(try service.store.logDigest())
             var conversations = [(String, String)]()
