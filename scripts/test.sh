@@ -9,8 +9,15 @@ scripts/install-deps.sh
 # An independent implementation (Python, written from docs/protocol.md alone) must rebuild every record vector.
 if python3 -c "import cryptography" 2>/dev/null; then
     python3 scripts/crosscheck_record_vectors.py docs/protocol.md
+    # The same for the identity export file (§9.3): rebuilt from its inputs and opened with its passphrase. Argon2id
+    # arrived in cryptography 44.
+    if python3 -c "from cryptography.hazmat.primitives.kdf.argon2 import Argon2id" 2>/dev/null; then
+        python3 scripts/crosscheck_identity_export.py docs/protocol.md
+    else
+        echo "skipping the identity-export cross-check: the cryptography package is older than 44 (no Argon2id)"
+    fi
 else
-    echo "skipping the Python record-vector cross-check: python3 with the cryptography package is not installed"
+    echo "skipping the Python cross-checks: python3 with the cryptography package is not installed"
 fi
 
 swift build --build-tests
