@@ -26,8 +26,10 @@ swift build --build-tests
 if [ "$(id -u)" -eq 0 ]; then
     scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger \
         --offline-member --late-joiner --timeout 300
+    # Two subnets joined by a router: discovery inside each, a named peer across, no beacon crossing (about 10 s).
+    scripts/routed-test.sh --timeout 180
 else
-    echo "skipping the network-namespace cluster test: it needs root"
+    echo "skipping the network-namespace cluster and routed-subnet tests: they need root"
 fi
 
 swift test --skip-build
