@@ -104,11 +104,4 @@ for side in 1 2; do
     unexpected=$(echo "$crossing" | grep -v -x -F "$net.2.12 > $net.1.10" | grep . || true)
     [ -z "$unexpected" ] || problems="$problems links across the router that no one named: $(echo "$unexpected" | tr '\n' ' ');"
 done
-if [ -z "$problems" ]; then
-    echo "routed-test: passed"
-    echo "1 passed, 0 failed"
-else
-    echo "routed-test: FAILED:$problems"
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+report "$problems"

@@ -28,8 +28,11 @@ if [ "$(id -u)" -eq 0 ]; then
         --offline-member --late-joiner --timeout 300
     # Two subnets joined by a router: discovery inside each, a named peer across, no beacon crossing (about 10 s).
     scripts/routed-test.sh --timeout 180
+    # natter over Yggdrasil: two sites joined only by the overlay, one site's link dropped and back (about 20 s; the
+    # full run is scripts/overlay-test.sh with its defaults: three sites, a 15 s drop).
+    scripts/overlay-test.sh --sites 2 --hosts 2 --drop 8 --timeout 240
 else
-    echo "skipping the network-namespace cluster and routed-subnet tests: they need root"
+    echo "skipping the network-namespace cluster, routed-subnet and overlay tests: they need root"
 fi
 
 swift test --skip-build

@@ -158,3 +158,15 @@ check_no_bans() {
         echo "an honest node was banned ($(grep -h "^notice: banned" "$work"/err* | head -1));"
     fi
 }
+
+# The last lines of a run: passed, or FAILED with the problems found (then the exit status is 1).
+report() {  # problems ("" when none)
+    if [ -z "$1" ]; then
+        echo "$script: passed"
+        echo "1 passed, 0 failed"
+    else
+        echo "$script: FAILED:$1"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+}
