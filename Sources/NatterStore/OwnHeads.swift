@@ -112,6 +112,12 @@ extension RecordStore {
         guard let home = DataDirectoryHome.current(directory: directory, database: database) else { return }
         let doubt: OwnHeadsDoubt?
         do {
+            // A restart where the directory was: one read on the writer's connection (already open; a reader would
+            // open another connection), no transaction.
+            let unmoved = try writer.writeWithoutTransaction { db in
+                try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'home'") == Data(home.text.utf8)
+            }
+            if unmoved { return }
             // The new marker and the doubt commit together: a crash in between must not leave the move forgotten.
             doubt = try writer.write { db in
                 let stored = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'home'")

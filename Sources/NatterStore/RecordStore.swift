@@ -31,7 +31,8 @@ public final class RecordStore: Sendable {
         self.lock = lock
         do {
             try Schema.migrator.migrate(writer)
-            let doubt = try writer.read { db in try Self.storedDoubt(db) }
+            // On the writer's connection, open already: a reader would open one more connection at every start.
+            let doubt = try writer.writeWithoutTransaction { db in try Self.storedDoubt(db) }
             ownHeads.withLock { $0 = doubt }
         } catch {
             throw .database("\(error)")
