@@ -10,7 +10,7 @@ extension NodeCore {
     /// The initial exchange with `peer` completed: every record of this identity that the peer held is here now.
     /// Lifts the doubt if the peer knew this identity (its profile, the first record any identity writes, is held
     /// now); a peer that never met it taught nothing, and sending keeps waiting.
-    func ownHeadsLearned(from peer: AuthorID) -> [NodeAction] {
+    func ownHeadsLearned(from peer: AuthorID, now: Duration) -> [NodeAction] {
         guard store.ownHeadsDoubt != nil else { return [] }
         let name = peer.publicKey.fingerprint
         guard holdsOwnProfile else {
@@ -26,7 +26,8 @@ extension NodeCore {
         } catch {
             return [.event(.notice("own feeds learned from \(name), but the store cannot record it: \(error)"))]
         }
-        return [.event(.notice("own feeds learned from \(name): sending resumes"))]
+        // Receipts and re-keys that came due meanwhile were dropped (`writeDue`): owed again from now.
+        return [.event(.notice("own feeds learned from \(name): sending resumes"))] + reviewConversations(now: now)
     }
 
     /// Records of this identity that the store lacked arrived from a peer (`headers`, stored or held for a gap).
@@ -69,9 +70,11 @@ extension NodeCore {
     }
 
     /// Lifts the doubt at the user's word (the REPL's `/force-write`): own writes continue from the stored heads, at
-    /// the risk of forking the feeds if other nodes hold more of them. Returns the doubt lifted (nil: none stood).
-    public func forceWrite() throws(StoreError) -> OwnHeadsDoubt? {
-        try store.confirmOwnHeads()
+    /// the risk of forking the feeds if other nodes hold more of them. Returns the doubt lifted (nil: none stood) and
+    /// what to do next (the receipts and re-keys owed are scheduled again).
+    public func forceWrite(now: Duration) throws(StoreError) -> (lifted: OwnHeadsDoubt?, actions: [NodeAction]) {
+        guard let lifted = try store.confirmOwnHeads() else { return (nil, []) }
+        return (lifted, reviewConversations(now: now))
     }
 }
 

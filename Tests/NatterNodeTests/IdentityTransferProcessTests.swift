@@ -119,6 +119,8 @@ struct IdentityTransferProcessTests {
         try await waitForError(laptop, "sending waits: this identity was imported")
         laptop.send("/connect 127.0.0.1:\(bobPort)")
         try await waitForNotice(laptop, "own feeds learned from")
+        // The conversations come back with the records (shown once the tables are refreshed, just after the sync).
+        try await laptop.waitForEvent("member", ["change": "created", "title": "trip"])
         laptop.send("/msg trip writing from the new laptop")
         try await bob.waitForEvent("message", ["text": "writing from the new laptop", "author": "Alice"])
         laptop.send("/msg Bob and directly")

@@ -177,8 +177,8 @@ struct OwnHeadsCoreTests {
         } catch {
             #expect(isWaiting(error))
         }
-        #expect(try twin.forceWrite() == .copied)
-        #expect(try twin.forceWrite() == nil)
+        #expect(try twin.forceWrite(now: net.now).lifted == .copied)
+        #expect(try twin.forceWrite(now: net.now).lifted == nil)
         _ = try twin.conversations.send("forced", in: group, now: 31)
     }
 }
