@@ -14,10 +14,11 @@ import Testing
 
 extension PipeNetwork {
     /// A second node with `original`'s identity on `store` (an import: empty; a copy: what the original held).
-    func addTwin(of original: NodeCore, named name: String, store: RecordStore) -> NodeCore {
+    func addTwin(of original: NodeCore, named name: String, store: RecordStore, receipts: Bool = false) -> NodeCore {
         var configuration = NodeConfiguration()
         configuration.conversationRefreshDelay = .zero
         configuration.syncPushInterval = .zero
+        configuration.receipts.enabled = receipts  // as `add`: off unless a test is about them
         let twin = NodeCore(
             store: store, identity: original.identity, networkKey: .defaultNetwork, configuration: configuration,
             random: SeededGenerator(seed: UInt64(nodes.count) << 8 | 0x7))
@@ -162,6 +163,27 @@ struct OwnHeadsCoreTests {
         #expect(try twin.conversations.history(group).last?.text == "still here 5")
         #expect(net.notices(of: twin).filter { $0.contains("another node is writing as this identity") }.count == 1)
         #expect(twin.store.ownHeadsDoubt == nil, "live records of a twin only warn: waiting would not stop the other")
+    }
+
+    @Test("receipts the node owes while it waits are not written (nor reported one by one); after, they are")
+    func receiptsWaitWithTheNode() throws {
+        let net = PipeNetwork()
+        let (alice, _, group) = try chattingPair(net)
+        let copy = try snapshot(of: alice)
+        try copy.doubtOwnHeads(.copied)
+        let twin = net.addTwin(of: alice, named: "Alice (copy)", store: copy, receipts: true)
+        let ownRecords = { try twin.store.feeds(of: group).first { $0.author == alice.identity.author }?.stored ?? 0 }
+        let before = try ownRecords()
+        // Bob's message is past Alice's marks (her receipts were off): a delivered receipt is owed, and comes due.
+        net.perform(net.index(twin), twin.reviewConversations(now: net.now))
+        net.advance(.seconds(5))
+        #expect(try ownRecords() == before, "a receipt was written while the heads were in doubt")
+        #expect(net.notices(of: twin).allSatisfy { !$0.contains("could not write") })
+        let (lifted, actions) = try twin.forceWrite(now: net.now)
+        #expect(lifted == .copied)
+        net.perform(net.index(twin), actions)
+        net.advance(.seconds(5))
+        #expect(try ownRecords() == before + 1, "the receipt owed was not written once the node could write")
     }
 
     @Test("with no peer, only the user's word lets a doubted node write")
