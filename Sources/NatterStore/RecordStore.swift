@@ -26,18 +26,25 @@ public final class RecordStore: Sendable {
     private let durabilityLost = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
+    /// Why own writes wait, if they do (`OwnHeadsDoubt`; persisted in `meta`, mirrored here for `appendOwn`).
+    let ownHeads = Mutex<OwnHeadsDoubt?>(nil)
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
         self.lock = lock
         do {
             try Schema.migrator.migrate(writer)
+            // On the writer's connection, open already: a reader would open one more connection at every start.
+            let doubt = try writer.writeWithoutTransaction { db in try Self.storedDoubt(db) }
+            ownHeads.withLock { $0 = doubt }
         } catch {
             throw .database("\(error)")
         }
     }
 
-    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first.
+    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first. A directory that is not
+    /// where it was last opened (copied, restored, moved to another machine) has its own heads doubted
+    /// (`OwnHeadsDoubt.copied`): own writes wait until a peer has synced with the node.
     public static func open(directory: String) throws(StoreError) -> RecordStore {
         let lock = try DataDirectoryLock(directory: directory)
         let path = directory + "/natter.sqlite"
@@ -67,7 +74,9 @@ public final class RecordStore: Sendable {
             throw .database(
                 "cannot make commits durable in \(path): synchronous is \(mode.map(String.init) ?? "unknown"), not FULL")
         }
-        return try RecordStore(writer: pool, lock: lock)
+        let store = try RecordStore(writer: pool, lock: lock)
+        try store.checkHome(directory: directory, database: path)
+        return store
     }
 
     /// A store in memory (lab and tests): the same schema and code, no file and no lock.
@@ -342,7 +351,9 @@ public final class RecordStore: Sendable {
 
     // MARK: - Own records
 
-    /// Appends a record authored by this node, durably, before anything may send it.
+    /// Appends a record authored by this node, durably, before anything may send it. Refused with
+    /// `StoreError.ownHeadsUnconfirmed` while the own feeds may be behind other nodes' (`ownHeadsDoubt`): every own
+    /// write of every front end comes through here, so none can fork this identity's feeds.
     ///
     /// The sequence number, previous hash, dependencies (the conversation's applied frontier) and Lamport number
     /// are chosen inside the write transaction, so after a crash the next record continues from what is on disk
@@ -353,6 +364,7 @@ public final class RecordStore: Sendable {
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
         try checkDurable()
+        if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         return try withoutActuallyEscaping(makePayload) { makePayload in
             try writer.write { db in
                 try Self.appendOwn(
@@ -385,11 +397,13 @@ public final class RecordStore: Sendable {
     /// `appendOwn(conversation:…)` would, in order (a later one depends on the earlier ones of its conversation).
     /// Each goes in a savepoint of its own: one whose payload cannot be made (the rules refuse it) is left out and
     /// reported, the others are written. Nothing is durable, and nothing may be sent, before this returns; if the
-    /// commit fails, it throws and none is written.
+    /// commit fails, it throws and none is written. Refused whole while the own heads are in doubt (as the single
+    /// append is: `StoreError.ownHeadsUnconfirmed`).
     public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
         -> [Result<NatterModel.Record, any Error>]
     {
         try checkDurable()
+        if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         return try writer.write { db in
             var results = [Result<NatterModel.Record, any Error>]()
             for append in appends {
