@@ -15,6 +15,9 @@ fi
 
 swift build --build-tests
 
+# Every fuzz target's seed corpus, replayed through its decoder (seconds): a crash libFuzzer found stays fixed.
+.build/debug/natter-fuzz --all Tests/Fuzz
+
 # Real processes in network namespaces, with packet loss and a partition (needs root; CI runs as root).
 if [ "$(id -u)" -eq 0 ]; then
     scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger \

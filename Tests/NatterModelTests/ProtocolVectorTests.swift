@@ -192,7 +192,7 @@ struct ProtocolVectorTests {
     func corpusMatchesDocument() throws {
         for vector in try ProtocolDocument.vectors() {
             let file = ProtocolDocument.root.appendingPathComponent(
-                "Tests/Fuzz/record-corpus/vector-\(vector.name).bin")
+                "Tests/Fuzz/record/vector-\(vector.name).bin")
             let data = try Data(contentsOf: file)
             #expect(Array(data) == vector.bytes, "\(file.lastPathComponent) differs from docs/protocol.md")
         }
