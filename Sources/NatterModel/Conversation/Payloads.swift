@@ -108,7 +108,9 @@ public enum ConversationPayload {
         do {
             switch try reader.byte() {
             case 1:
-                let nonce = try! AEADNonce(bytes: Array(try reader.take(AEADNonce.byteCount)))
+                // `take` throws on a short payload; the 24 bytes it returns always make a nonce.
+                let nonceBytes = try reader.take(AEADNonce.byteCount)
+                let nonce = try! AEADNonce(bytes: Array(nonceBytes))
                 let ciphertext = Array(try reader.take(payload.count - reader.offset))
                 return .inEpoch(nonce: nonce, ciphertext: ciphertext)
             case 2:
@@ -122,7 +124,8 @@ public enum ConversationPayload {
                     slots.append((hint, Array(try reader.take(sealedKeyBytes))))
                 }
                 let slotBytes = Array(payload[slotStart..<reader.offset])
-                let nonce = try! AEADNonce(bytes: Array(try reader.take(AEADNonce.byteCount)))
+                let nonceBytes = try reader.take(AEADNonce.byteCount)
+                let nonce = try! AEADNonce(bytes: Array(nonceBytes))
                 let ciphertext = Array(try reader.take(payload.count - reader.offset))
                 return .opening(salt: salt, slots: slots, nonce: nonce, ciphertext: ciphertext, slotBytes: slotBytes)
             case let form:
