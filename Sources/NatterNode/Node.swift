@@ -411,6 +411,15 @@ public actor Node: Service {
             perform(core.handle(.linkClosed(LinkID(connection.raw)), now: now))
         case .dialFailed:
             break
+        case .writability(let connection, let writable):
+            perform(core.handle(.linkWritable(LinkID(connection.raw), writable), now: now))
+        case .dropped(let connection, let drop):
+            // The transport closed it for what the peer did; scored like the core's misbehaviour.
+            let link = LinkID(connection.raw)
+            let kind: Misbehaviour.Kind = if case .stalledHandshake = drop { .stalledHandshake } else { .notReading }
+            continuation.yield(.linkFailed(link, "transport: \(drop)"))
+            penalise(link, Misbehaviour(kind, "\(drop)"))
+            continuation.yield(.misbehaved(link, Misbehaviour(kind, "\(drop)")))
         }
     }
 
@@ -546,7 +555,8 @@ public actor Node: Service {
             if Self.tracing { Self.trace("event \(String(describing: event).prefix(60))") }
             switch event {
             case .misbehaved(let link, let misbehaviour):
-                penalise(link, misbehaviour)
+                // A handshake timeout is scored only while the handshake slots are under load (it held a place).
+                if misbehaviour.kind != .stalledHandshake || transport.handshakesUnderLoad { penalise(link, misbehaviour) }
                 continuation.yield(.misbehaved(link, misbehaviour))
             default:
                 if case .peerUp(let peer, let link) = event {

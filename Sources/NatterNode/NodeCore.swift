@@ -18,6 +18,9 @@ public enum NodeInput: Sendable {
     case bytesReceived(LinkID, [UInt8])
     /// The connection ended (closed, reset, or cut).
     case linkClosed(LinkID)
+    /// The connection's socket stopped (false) or started again (true) taking writes without queueing: sync batches
+    /// wait meanwhile (`SyncSession.writable`).
+    case linkWritable(LinkID, Bool)
     /// Time passed (the caller calls at `nextDeadline()` at the latest).
     case tick
 }
@@ -282,6 +285,11 @@ public final class NodeCore {
             guard let link = links.removeValue(forKey: id) else { return [] }
             if case .established(let established) = link { return [.event(.peerDown(established.peer, id))] }
             return []
+        case .linkWritable(let id, let writable):
+            guard case .established(var established) = links[id] else { return [] }
+            let actions = established.session.writable(writable, now: now)
+            links[id] = .established(established)
+            return syncActions(id, actions, now: now)
         case .tick:
             return tick(now: now)
         }
@@ -1026,7 +1034,9 @@ public final class NodeCore {
             switch links[id] {
             case .handshaking(_, let openedAt) where now >= openedAt + configuration.handshakeTimeout:
                 links[id] = nil
-                out += [.event(.linkFailed(id, "handshake timed out")), .close(id)]
+                // Scored only while the transport's handshake slots are under load (`Node`): then it held a place.
+                let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(configuration.handshakeTimeout)")
+                out += [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]
             case .established(var established):
                 if let closeAt = established.closeAt, now >= closeAt {
                     out += closeLink(id)
@@ -1071,7 +1081,7 @@ extension Misbehaviour {
     /// A sync failure that is the peer's fault (docs/protocol.md §3.5); nil for a timeout (redial instead).
     init?(sync error: SyncError) {
         switch error {
-        case .malformed, .invalidRecord: self.init(.protocolViolation, "\(error)")
+        case .malformed, .invalidRecord, .excessiveRequests: self.init(.protocolViolation, "\(error)")
         case .timeout: return nil
         }
     }

@@ -8,7 +8,7 @@ import NatterStore
 struct DebugCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "debug", abstract: "Tools for tests and diagnosis.", shouldDisplay: false,
-        subcommands: [AppendLoop.self, FeedsCommand.self, FloodCommand.self])
+        subcommands: [AppendLoop.self, FeedsCommand.self, FloodCommand.self, AttackCommand.self])
 
     /// Appends own records until killed, printing `durable SEQ ID` after each commit returns. The crash test
     /// kills it at random moments and checks that every line it printed is still true after a restart.
