@@ -298,7 +298,10 @@ public actor Node: Service {
                     while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
                 }
                 group.addTask { [discovery] in
-                    for await request in discovery.dialRequests { await self.dialDiscovered(request) }
+                    // Concurrent, rate-limited per source, cancelled when the node stops (`DiscoveryDialer`).
+                    let dialer = DiscoveryDialer(
+                        dial: { await self.dialDiscovered($0) }, log: { line in Task { await self.report(line) } })
+                    await dialer.run(discovery.dialRequests)
                 }
                 group.addTask { [discovery] in
                     for await entry in discovery.logs { await self.report("\(entry)") }
@@ -332,11 +335,14 @@ public actor Node: Service {
 
     // MARK: - Discovery
 
-    private func dialDiscovered(_ request: DialRequest) async {
-        guard let discovery else { return }
+    /// Dials a node heard by discovery, with a LAN-sized connect timeout; whether it connected.
+    private func dialDiscovered(_ request: DialRequest) async -> Bool {
+        guard let discovery, !isShutDown else { return false }
         // A banned address's beacons are dropped: it is not dialled until its ban ends.
-        guard !penalties.isBanned(.address(Self.unscoped(request.host)), now: now) else { return }
-        guard let connection = await transport.dial(host: request.host, port: request.port) else { return }
+        guard !penalties.isBanned(.address(Self.unscoped(request.host)), now: now) else { return false }
+        let timeout = TimeAmount.nanoseconds(Int64(DiscoveryLimits.dialConnectTimeout / .nanoseconds(1)))
+        guard let connection = await transport.dial(host: request.host, port: request.port, connectTimeout: timeout)
+        else { return false }
         discovered[connection] = request.tag
         await discovery.peerConnected(request.tag)
         // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
@@ -346,6 +352,7 @@ public actor Node: Service {
                 connection: connection, nextAttempt: clock.now, backoff: Self.redialBackoffMin,
                 expires: clock.now + Self.discoveredRedialWindow)
         }
+        return true
     }
 
     private func report(_ line: String) {
