@@ -61,8 +61,13 @@ public enum NodeEvent: Equatable, Sendable {
 
 /// Bounds and timings of a node, each with its reason.
 public struct NodeConfiguration: Sendable {
-    /// Records held while their feed has a gap (arrived ahead of a predecessor): enough for a few sync batches.
-    public var causalBufferRecordsMax = 4_096
+    /// Bounds of the records held while their feed has a gap (arrived ahead of a predecessor), per peer and in all.
+    public var causalBuffer = CausalBufferLimits()
+    /// Records held while their feed has a gap, at most (`causalBuffer.recordsMax`).
+    public var causalBufferRecordsMax: Int {
+        get { causalBuffer.recordsMax }
+        set { causalBuffer.recordsMax = newValue }
+    }
     /// A handshake that has not finished by then is abandoned (a half-open or hostile connection).
     public var handshakeTimeout: Duration = .seconds(5)
     /// Frames per direction between rekeys (tests lower it).
@@ -109,11 +114,10 @@ public final class NodeCore {
     var random: any RandomNumberGenerator
     private var links: [LinkID: Link] = [:]
     private var roles: [LinkID: LinkHandshake.Role] = [:]
-    /// Records waiting for a predecessor in their feed, per feed and sequence.
-    private var causalBuffer: [FeedKey: [UInt64: Record]] = [:]
+    /// Records waiting for a predecessor in their feed, charged to the peers that delivered them (CausalBuffer.swift).
+    private var causalBuffer: CausalBuffer
     /// This node's newest own records, which the sessions push without reading them back (`RecentOwnRecords`).
     private let recentOwnRecords = RecentOwnRecords()
-    private var bufferedCount = 0
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
     /// by the driver).
     public var refusedPeers: Set<AuthorID> = []
@@ -210,6 +214,7 @@ public final class NodeCore {
         self.random = random
         conversations = Conversations(store: store, identity: identity)
         quotas = IngestQuotas(configuration: configuration.quotas)
+        causalBuffer = CausalBuffer(limits: configuration.causalBuffer)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.
         var generator = random
         let staticKey = NoiseKeyPair.generate(using: &generator)
@@ -242,8 +247,8 @@ public final class NodeCore {
         return authors
     }
 
-    /// Records currently held in the causal buffer (bounded by `configuration.causalBufferRecordsMax`).
-    public var causalBufferCount: Int { bufferedCount }
+    /// Records currently held in the causal buffer (bounded by `configuration.causalBuffer`).
+    public var causalBufferCount: Int { causalBuffer.count }
 
     /// Records the sessions delivered to this core since it started, and those among them that were new to the
     /// store (stored at once or later from the causal buffer): the difference is redundant copies (the lab's
@@ -311,6 +316,7 @@ public final class NodeCore {
         if let deadline = typing.nextDeadline() { deadlines.append(deadline) }
         deadlines += heldDeliveries.values.map(\.until)
         if let relayCheckAt { deadlines.append(relayCheckAt) }
+        if let expiry = causalBuffer.nextExpiry { deadlines.append(expiry) }
         return deadlines.min()
     }
 
@@ -674,6 +680,7 @@ public final class NodeCore {
         /// New records held for a gap: their link is ahead of us in their feed.
         var ahead = [StoredRecord]()
         recordsDelivered += records.count
+        let deliveredBy: AuthorID? = if case .established(let established) = links[id] { established.peer } else { nil }
         for (record, outcome) in zip(records, outcomes) {
             if case .stored = outcome {
                 recordsNew += 1
@@ -688,8 +695,9 @@ public final class NodeCore {
                         conversation: header.conversation, author: header.author, sequence: header.sequence,
                         bytes: record.bytes, isForkEvidence: isEvidence))
                 if !isEvidence { appended.append(record) }
-            case .outOfOrder(_, let missingFrom):
-                buffer(record, missingFrom: missingFrom)
+            case .outOfOrder:
+                // Refused when its peer holds its share: the session asks for the gap either way.
+                if let deliveredBy { _ = causalBuffer.hold(record, from: deliveredBy, now: now) }
                 ahead.append(StoredRecord(record))
             case .duplicate:
                 copies.append(FeedKey(conversation: header.conversation, author: header.author))
@@ -748,9 +756,7 @@ public final class NodeCore {
 
     /// Forgets buffered records of a conversation (it was evicted).
     func dropBuffered(_ conversation: ConversationID) {
-        for feed in causalBuffer.keys where feed.conversation == conversation {
-            bufferedCount -= causalBuffer.removeValue(forKey: feed)!.count
-        }
+        causalBuffer.drop(conversation: conversation)
     }
 
     /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
@@ -758,40 +764,23 @@ public final class NodeCore {
         configuration.clockOriginMillis + Self.millis(now)
     }
 
-    private func buffer(_ record: Record, missingFrom: UInt64) {
-        let feed = FeedKey(conversation: record.header.conversation, author: record.header.author)
-        guard causalBuffer[feed]?[record.header.sequence] == nil else { return }
-        guard bufferedCount < configuration.causalBufferRecordsMax else { return }  // anti-entropy fetches it later
-        causalBuffer[feed, default: [:]][record.header.sequence] = record
-        bufferedCount += 1
-    }
-
     /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
     private func drainCausalBuffer(now: Duration) -> (stored: [Record], applied: [RecordRef]) {
         var stored = [Record]()
         var applied = [RecordRef]()
         var progress = true
-        while progress && bufferedCount > 0 {
+        while progress && causalBuffer.count > 0 {
             progress = false
-            for feed in causalBuffer.keys.sorted() {
-                guard let state = try? store.feeds(of: feed.conversation).first(where: { $0.author == feed.author })
+            for feed in causalBuffer.feeds {
+                guard let state = try? store.feeds(of: feed.conversation).first(where: { $0.author == feed.author }),
+                    let record = causalBuffer.take(feed, next: state.stored + 1)
                 else { continue }
-                let next = state.stored + 1
-                // Drop what the feed already holds.
-                for sequence in causalBuffer[feed]!.keys where sequence < next {
-                    causalBuffer[feed]![sequence] = nil
-                    bufferedCount -= 1
-                }
-                guard let record = causalBuffer[feed]?[next] else { continue }
-                causalBuffer[feed]![next] = nil
-                bufferedCount -= 1
                 if let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] {
                     stored.append(record)
                     applied += report.applied
                     progress = true
                 }
             }
-            causalBuffer = causalBuffer.filter { !$0.value.isEmpty }
         }
         return (stored, applied)
     }
@@ -1025,6 +1014,7 @@ public final class NodeCore {
 
     private func tick(now: Duration) -> [NodeAction] {
         var out = releaseHeldDeliveries(now: now)
+        if let expiry = causalBuffer.nextExpiry, now >= expiry { _ = causalBuffer.expire(now: now) }
         if let refreshDeadline, now >= refreshDeadline { out += refreshPending() }
         if let relayCheckAt, now >= relayCheckAt {
             self.relayCheckAt = nil

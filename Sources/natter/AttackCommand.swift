@@ -177,7 +177,8 @@ struct AttackCommand: ParsableCommand {
             commandName: "causal-fill", abstract: "Fill the causal buffer with feeds starting at sequence 2.")
 
         @Option(help: ArgumentHelp("The victim.", valueName: "HOST:PORT")) var peer: String
-        @Option(help: "Records to send (all out of order).") var records = 4_200
+        @Option(help: "Records to send (all out of order); the victim may still hold the last 3 batches when it prints.")
+        var records = 5_000
         @Option(help: "Throwaway authors (a feed each).") var authors = 4
         @Option(help: "How long to stay linked, in seconds.") var seconds = 30.0
 
@@ -210,7 +211,8 @@ struct AttackCommand: ParsableCommand {
         }
 
         /// Sends `records` in batches within the victim's credit (a window of 8 batches, returned by CREDIT or on its
-        /// RECORDS); returns how many went.
+        /// RECORDS), and waits (at most a minute) until the victim has returned the credit of all but the batches it
+        /// may keep due; returns how many went.
         static func send(_ records: [Record], on link: RawLink) throws -> Int {
             var credit = NatterSync.Limits.syncWindowBatches
             var remaining = records[...]
@@ -229,6 +231,14 @@ struct AttackCommand: ParsableCommand {
                 }
                 try link.send(RawLink.records(batch))
                 credit -= 1
+            }
+            // The credit back but for the few batches a receiver may keep due (it returns them four at a time): the
+            // victim has ingested, and buffered, all the others. Pinging meanwhile, so the link is not idle.
+            let unreturned = NatterSync.Limits.syncCreditReturnBatches - 1
+            let deadline = ContinuousClock.now + .seconds(60)
+            while credit < NatterSync.Limits.syncWindowBatches - unreturned, ContinuousClock.now < deadline {
+                for message in try link.receive(wait: .seconds(1)) { credit += RawLink.creditReturned(by: message) }
+                try link.send(RawLink.ping)
             }
             return records.count
         }
