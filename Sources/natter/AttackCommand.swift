@@ -18,6 +18,16 @@ struct AttackCommand: ParsableCommand {
         commandName: "attack", abstract: "Hostile peers, for testing a node's defences.",
         subcommands: [Greedy.self, Slowloris.self, Beacons.self, CausalFill.self])
 
+    /// A raw link to `address`, or a line on standard output saying why not (what the tests read) and a failure.
+    static func link(_ address: PeerAddress, name: String) throws -> RawLink {
+        do {
+            return try RawLink(host: address.host, port: address.port)
+        } catch {
+            print("\(name): cannot link: \(error)")
+            throw ExitCode.failure
+        }
+    }
+
     /// A greedy peer: after the handshake and an empty SUMMARY it repeats REQUEST-from-1 of one feed with CREDIT for
     /// a whole window, never reading its socket (or, with `--read`, reading and discarding everything): the victim
     /// resends the feed again and again and, if it trusts the credit, queues what it cannot send.
@@ -39,7 +49,7 @@ struct AttackCommand: ParsableCommand {
             guard let address = PeerAddress(peer), let conversation = Hex.decode(conversation),
                 let author = Hex.decode(author), conversation.count == 32, author.count == 32
             else { throw ValidationError("--peer HOST:PORT, --conversation and --author of 64 hex digits") }
-            let link = try RawLink(host: address.host, port: address.port)
+            let link = try AttackCommand.link(address, name: "greedy")
             print("linked to \(link.peer.fingerprint)")
             fflush(nil)
             let request = RawLink.request(
@@ -191,7 +201,7 @@ struct AttackCommand: ParsableCommand {
                 conversation: floodConversation("causal-fill-\(random.next())"), authors: authors,
                 perAuthor: records / authors + 1, seed: random.next()
             ).filter { $0.header.sequence > 1 }
-            let link = try RawLink(host: address.host, port: address.port)
+            let link = try AttackCommand.link(address, name: "causal-fill")
             let start = ContinuousClock.now
             var sent = 0
             do {

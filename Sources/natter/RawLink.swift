@@ -69,11 +69,16 @@ final class RawLink {
                 if !established.unreadBytes.isEmpty { try take(channel.receive(established.unreadBytes)) }
                 return
             }
-            guard ContinuousClock.now < deadline, let bytes = try Self.read(socket, wait: .milliseconds(100)) else {
+            guard ContinuousClock.now < deadline else {
                 Glibc.close(socket)
                 throw Failure.handshake("no answer within \(timeout)")
             }
-            actions = bytes.isEmpty ? [] : handshake.receive(bytes)
+            // Nothing yet: wait again. The end of the stream: the handshake machine says why.
+            guard let bytes = try Self.read(socket, wait: .milliseconds(100)) else {
+                actions = []
+                continue
+            }
+            actions = bytes.isEmpty ? handshake.endOfInput() : handshake.receive(bytes)
         }
     }
 
