@@ -33,6 +33,8 @@ for target in "${targets[@]}"; do
     [ -d "Tests/Fuzz/$target" ] || { echo "no seed corpus Tests/Fuzz/$target" >&2; exit 2; }
     mkdir -p ".build-fuzz/corpus/$target" "fuzz-artifacts/$target"
     log="fuzz-artifacts/$target.log"
+    stamp="fuzz-artifacts/$target/.started"
+    touch "$stamp"
     echo "fuzzing $target for $seconds s (log: $log)"
     # SWIFT_BACKTRACE=enable=no: otherwise Swift's backtracer swallows the crash and libFuzzer writes no artifact.
     # -max_len above the 65,536-byte record cap, so size checks are fuzzed too (lengths grow gradually).
@@ -45,7 +47,8 @@ for target in "${targets[@]}"; do
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
     features=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-    crashes=$(find "fuzz-artifacts/$target" -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' | wc -l)
+    # Only this run's artifacts: earlier ones stay until their fix is in the seed corpus.
+    crashes=$(find "fuzz-artifacts/$target" -newer "$stamp" \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' \) | wc -l)
     echo "$target: $seconds s, $runs executions, coverage $coverage edges, $features features, $crashes crashes" \
         | tee -a fuzz-artifacts/summary.txt
 done
