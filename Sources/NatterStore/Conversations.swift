@@ -37,8 +37,8 @@ public struct ConversationSnapshot: Sendable {
     public let keys: [EpochID: SymmetricKey]
     let engine: ConversationEngine
 
-    /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
-    public var lockedOut: Bool { engine.hasUnreadableCommit }
+    /// Whether a commit sealed after us cannot be opened here: we were removed (`ConversationEngine.isLockedOut`).
+    public var lockedOut: Bool { engine.isLockedOut }
 }
 
 /// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.

@@ -46,8 +46,18 @@ public struct ConversationEngine: Sendable {
 
     public var state: ConversationState { derivation.state }
     public var context: ConversationContext { derivation.context }
-    /// Whether a commit cannot be read here (sealed without this identity: removed, or left out of a new epoch).
-    public var hasUnreadableCommit: Bool { derivation.unreadableCommits > 0 }
+    /// Whether a commit by someone who was a member where it stands cannot be read here (sealed without this
+    /// identity: removed, or left out of a new epoch). Commits of non-members do not count: anyone may write records
+    /// into any conversation, and every member rejects theirs (non-member injection must lock no one out).
+    public var hasUnreadableCommit: Bool { !derivation.sealedWithoutUs.isEmpty }
+
+    /// Whether this identity must take itself for removed: some commit of a member is unreadable here
+    /// (`hasUnreadableCommit`) and nothing shows otherwise. What shows otherwise is a valid record this identity can
+    /// read, by someone other than that commit's author, written after it: had the commit removed us, the rules
+    /// would have made its author's successors write under an epoch without us. A commit that leaves out a member
+    /// who stays (a missing slot, which every member who reads it rejects) thus locks that member out only until
+    /// another member writes.
+    public var isLockedOut: Bool { derivation.sealedWithoutUs.contains { !derivation.isContradicted($0) } }
 
     /// The id and position of a record added to the engine (a line's record), or nil.
     public func ref(of id: RecordID) -> RecordRef? {
@@ -227,8 +237,8 @@ struct Derivation: Sendable {
     /// The position of the last entry processed: a batch that sorts after it is appended, anything else re-derives
     /// (the entries themselves are the engine's `bodies`).
     private(set) var lastPosition: EntryPosition?
-    /// Unreadable commits among the entries (`ConversationEngine.hasUnreadableCommit`).
-    private(set) var unreadableCommits = 0
+    /// Unreadable commits whose authors were members where they stand (`ConversationEngine.hasUnreadableCommit`).
+    private(set) var sealedWithoutUs: [ConversationEntry] = []
     var state = ConversationState()
     var valid: [ValidControl] = []
     var displayed: [RecordID: Int64] = [:]
@@ -286,8 +296,7 @@ struct Derivation: Sendable {
             case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
             case .unreadable:
-                state.unreadable.insert(entry.id)
-                if entry.header.kind == .commit { unreadableCommits += 1 }
+                noteUnreadable(entry)
             case .malformed(let reason):
                 state.rejected[entry.id] = "malformed: \(reason)"
             case .content:
@@ -328,10 +337,23 @@ struct Derivation: Sendable {
     /// comes from its own dependencies, all here already.
     mutating func absorbLate(_ entries: [ConversationEntry]) {
         computeDisplayTimes(entries)
-        for entry in entries {
-            state.unreadable.insert(entry.id)
-            if entry.header.kind == .commit { unreadableCommits += 1 }
+        for entry in entries { noteUnreadable(entry) }
+    }
+
+    /// An entry this identity cannot read; a commit counts towards `sealedWithoutUs` when its author was a member
+    /// at its causal position (every valid commit that precedes it is processed by then: it sorts before it).
+    mutating func noteUnreadable(_ entry: ConversationEntry) {
+        state.unreadable.insert(entry.id)
+        if entry.header.kind == .commit, stateBefore(entry).members[entry.author] != nil {
+            sealedWithoutUs.append(entry)
         }
+    }
+
+    /// Whether a valid record this identity reads, by someone other than `commit`'s author, comes after `commit`
+    /// (`ConversationEngine.isLockedOut`). Newest first: such records are usually the latest.
+    func isContradicted(_ commit: ConversationEntry) -> Bool {
+        let shows = { (entry: ConversationEntry) in entry.author != commit.author && commit.precedes(entry) }
+        return contentValid.reversed().contains(where: shows) || valid.reversed().contains { shows($0.entry) }
     }
 
     /// Creation times clamped to be monotone along causality: max(own, predecessors').
