@@ -62,8 +62,8 @@ extension NodeCore {
     /// The record, if it is a correctly signed commit that seals a key to this node (an invitation).
     func invitation(_ record: Record) -> Record? {
         guard record.header.kind == .commit, record.hasValidSignature,
-            let commit = try? ConversationPayload.parseCommit(record.payload),
-            ConversationPayload.openSlot(commit, member: identity.author, keyPair: identity.encryption) != nil
+            let commit = try? ConversationPayload.parseCommit(record.payload), let ephemeral = commit.ephemeral,
+            case .key = KeySlots.open(slots: commit.slots, ephemeral: ephemeral, keyPair: identity.encryption)
         else { return nil }
         return record
     }

@@ -210,7 +210,7 @@ public final class Conversations: Sendable {
             cache.keys = keys
             let records = Dictionary(uniqueKeysWithValues: read.map { ($0.id, $0) })
             for entry in entries {
-                if case .unreadable = entry.body { cache.unreadable[entry.id] = records[entry.id] }
+                if entry.isUnreadable { cache.unreadable[entry.id] = records[entry.id] }
             }
             cache.engine.add(entries)
         }
@@ -229,7 +229,7 @@ public final class Conversations: Sendable {
         let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
         let id = ConversationContext.groupID(creator: me, salt: salt)
         let operation = ControlOperation.create(kind: .group, title: clean, members: members, salt: salt)
-        _ = try commit(operation, in: id, now: now, salt: salt)
+        _ = try commit(operation, in: id, now: now)
         return id
     }
 
@@ -241,8 +241,7 @@ public final class Conversations: Sendable {
         let snapshot = try snapshot(of: id)
         if !snapshot.state.exists || snapshot.state.currentEpoch == nil {
             let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
-            _ = try commit(
-                .create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now, salt: salt)
+            _ = try commit(.create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now)
         }
         return try send(text, in: id, now: now)
     }
@@ -370,11 +369,7 @@ public final class Conversations: Sendable {
 
     /// Appends a commit: in-epoch operations under the current epoch, epoch-opening ones with a fresh key sealed to
     /// the resulting roster and the parent epochs' keys chained under it.
-    private func commit(
-        _ operation: ControlOperation, in conversation: ConversationID, now: Int64, salt: [UInt8]? = nil
-    )
-        throws -> Record
-    {
+    private func commit(_ operation: ControlOperation, in conversation: ConversationID, now: Int64) throws -> Record {
         let snapshot = try snapshot(of: conversation)
         let state = snapshot.state
         if case .create = operation {
@@ -402,7 +397,6 @@ public final class Conversations: Sendable {
             guard let profile = try profile(of: member) else { throw ConversationError.unknownProfile(member) }
             return (member, profile.encryptionKey)
         }
-        let salt = salt ?? SecureRandom.bytes(ConversationLimits.saltBytes)
         let newKey = SymmetricKey.generate()
         return try store.appendOwn(
             conversation: conversation, kind: .commit, epoch: parents.first ?? .none, createdAtMillis: now,
@@ -410,11 +404,10 @@ public final class Conversations: Sendable {
         ) { header in
             let payload = try ConversationPayload.sealOpeningCommit(
                 operation, newKey: newKey, parents: parents.map { ($0, snapshot.keys[$0]!) }, roster: sealedTo,
-                salt: salt, header: RecordCodec.encodeHeader(header))
-            let hints = roster.sorted().map { ConversationPayload.hint(for: $0, salt: salt) }
+                header: RecordCodec.encodeHeader(header))
             try self.check(
-                .control(operation, opening: EpochOpening(parents: parents, salt: salt, hints: hints)), header: header,
-                against: snapshot)
+                .control(operation, opening: EpochOpening(parents: parents, roster: roster, key: newKey)),
+                header: header, against: snapshot)
             return payload
         }
     }

@@ -22,9 +22,7 @@ struct NonMemberInjectionTests {
         net.connect(mallory, alice)
         net.connect(mallory, bob)
         net.run()
-        let group = try alice.conversations.createGroup(title: "Plans", members: [bob.identity.author], now: 10)
-        net.perform(net.index(alice), alice.published(try alice.store.appliedRecords(of: group), now: net.now))
-        net.run()
+        let group = try net.group("Plans", by: alice, with: [bob])
         net.publish(alice, try alice.conversations.send("hello", in: group, now: 11))
         let genesis = EpochID(raw: try alice.store.appliedRecords(of: group)[0].id.raw)
 
@@ -33,23 +31,14 @@ struct NonMemberInjectionTests {
         // An unreadable commit comes first: a feed whose first record members can judge is junk at once.
         let invented = EpochID(raw: RecordID(bytes: SecureRandom.bytes(32)).raw)
         let injected = [
-            try mallory.store.appendOwn(
-                conversation: group, kind: .commit, epoch: invented, createdAtMillis: 13,
-                identity: mallory.identity.signing
-            ) { header in
+            try mallory.write(.commit, in: group, epoch: invented, now: 13) { header in
                 ConversationPayload.sealInEpochCommit(.leave, key: .generate(), header: RecordCodec.encodeHeader(header))
             },
-            try mallory.store.appendOwn(
-                conversation: group, kind: .content, epoch: invented, createdAtMillis: 14,
-                identity: mallory.identity.signing
-            ) { header in
+            try mallory.write(.content, in: group, epoch: invented, now: 14) { header in
                 ConversationPayload.sealContent(
                     .message(text: "I am Alice", replyTo: nil), key: .generate(), header: RecordCodec.encodeHeader(header))
             },
-            try mallory.store.appendOwn(
-                conversation: group, kind: .commit, epoch: genesis, createdAtMillis: 15,
-                identity: mallory.identity.signing
-            ) { header in
+            try mallory.write(.commit, in: group, epoch: genesis, now: 15) { header in
                 ConversationPayload.sealInEpochCommit(
                     .rename(title: "pwned"), key: .generate(), header: RecordCodec.encodeHeader(header))
             },

@@ -59,6 +59,10 @@ public struct ConversationEngine: Sendable {
     /// another member writes.
     public var isLockedOut: Bool { derivation.sealedWithoutUs.contains { !derivation.isContradicted($0) } }
 
+    /// Commits that sealed this identity a key that does not open them, oldest first: what this member reports
+    /// while it waits for the re-key `SlotRepair` assigns (the key then arrives through that commit's history chain).
+    public var wronglySealed: [RecordID] { derivation.wronglySealed }
+
     /// The id and position of a record added to the engine (a line's record), or nil.
     public func ref(of id: RecordID) -> RecordRef? {
         bodies[id].map { RecordRef(id: id, position: $0.header.position) }
@@ -143,7 +147,7 @@ public struct ConversationEngine: Sendable {
         switch (a, b) {
         case (.content(let x), .content(let y)): x == y
         case (.control(let x, let o1), .control(let y, let o2)): x == y && o1 == o2
-        case (.unreadable, .unreadable): true
+        case (.unreadable, .unreadable), (.wronglySealed, .wronglySealed): true
         case (.malformed(let x), .malformed(let y)): x == y
         default: false
         }
@@ -239,6 +243,8 @@ struct Derivation: Sendable {
     private(set) var lastPosition: EntryPosition?
     /// Unreadable commits whose authors were members where they stand (`ConversationEngine.hasUnreadableCommit`).
     private(set) var sealedWithoutUs: [ConversationEntry] = []
+    /// Commits that sealed this identity a key that does not open them (`ConversationEngine.wronglySealed`).
+    private(set) var wronglySealed: [RecordID] = []
     var state = ConversationState()
     var valid: [ValidControl] = []
     var displayed: [RecordID: Int64] = [:]
@@ -295,7 +301,7 @@ struct Derivation: Sendable {
             switch entry.body {
             case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
-            case .unreadable:
+            case .unreadable, .wronglySealed:
                 noteUnreadable(entry)
             case .malformed(let reason):
                 state.rejected[entry.id] = "malformed: \(reason)"
@@ -344,7 +350,9 @@ struct Derivation: Sendable {
     /// at its causal position (every valid commit that precedes it is processed by then: it sorts before it).
     mutating func noteUnreadable(_ entry: ConversationEntry) {
         state.unreadable.insert(entry.id)
-        if entry.header.kind == .commit, stateBefore(entry).members[entry.author] != nil {
+        if case .wronglySealed = entry.body {
+            wronglySealed.append(entry.id)
+        } else if entry.header.kind == .commit, stateBefore(entry).members[entry.author] != nil {
             sealedWithoutUs.append(entry)
         }
     }
@@ -471,7 +479,7 @@ struct Derivation: Sendable {
             {
                 return "the conversation already exists"
             }
-            return hintProblem(opening, roster: Set(members + [author]))
+            return rosterProblem(opening, roster: Set(members + [author]))
         }
         let before = stateBefore(entry)
         guard before.kind != nil else { return "no conversation at this point" }
@@ -518,7 +526,7 @@ struct Derivation: Sendable {
                     precedesPosition(info.position, entry)
                 else { return "unknown parent epoch" }
             }
-            return hintProblem(opening, roster: resultingRoster(before, entry, operation))
+            return rosterProblem(opening, roster: resultingRoster(before, entry, operation))
         }
         return epochProblem(entry, before)
     }
@@ -528,10 +536,11 @@ struct Derivation: Sendable {
         return commit.precedes(entry)
     }
 
-    func hintProblem(_ opening: EpochOpening?, roster: Set<AuthorID>) -> String? {
+    /// The slots of an opening commit must be sealed to exactly the resulting roster: its roster tags, one per slot
+    /// in slot order, are those of the roster's members in the order of their keys (none left out, none added).
+    func rosterProblem(_ opening: EpochOpening?, roster: Set<AuthorID>) -> String? {
         guard let opening else { return "missing key slots" }
-        let expected = Set(roster.map { ConversationPayload.hint(for: $0, salt: opening.salt) })
-        guard opening.hints.count == roster.count, Set(opening.hints) == expected else {
+        guard opening.tags == roster.sorted().map({ KeySlots.rosterTag($0, tagKey: opening.tagKey) }) else {
             return "keys sealed to the wrong members"
         }
         return nil
