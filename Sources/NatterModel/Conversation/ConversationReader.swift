@@ -76,10 +76,12 @@ public struct ConversationReader: Sendable {
             let body: ConversationEntry.Body
             if let known = bodies[record.id] {
                 body = known
+            } else if wronglySealed.contains(record.id) {
+                body = .wronglySealed
             } else if let key = keys[record.header.epoch] {
                 body = open(record, commit: commits[record.id], key: key)
             } else {
-                body = wronglySealed.contains(record.id) ? .wronglySealed : .unreadable
+                body = .unreadable
             }
             entries.append(ConversationEntry(id: record.id, header: record.header, body: body))
         }
