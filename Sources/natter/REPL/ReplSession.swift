@@ -206,7 +206,7 @@ actor ReplSession {
     private func say(_ line: String) { say([line]) }
 
     private func emit(_ event: JSON) {
-        if options.json { console.show(event.encoded) }
+        if options.json { console.show(names.flagged(event).encoded) }
     }
 
     /// One error line (standard error when scripted; an `error` event too with `--json`).
