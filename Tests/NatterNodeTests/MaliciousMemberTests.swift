@@ -154,6 +154,35 @@ struct MaliciousMemberTests {
         #expect(digests.count == 1)
     }
 
+    @Test("a removed member can neither post nor add itself back, with the keys it still holds")
+    func removedMemberPostsAndReaddsItself() throws {
+        let group = try Group(seed: 860)
+        let (old, oldKey, roster) = try group.current()
+        group.net.publish(group.alice, try group.alice.conversations.remove([group.bob.identity.author], from: group.id, now: 20))
+        let bob = group.bob
+        let bobLocked = try bob.conversations.snapshot(of: group.id).lockedOut
+        #expect(bobLocked, "his own node knows and refuses")
+        // His hostile client writes anyway, after the removal, under the last key he holds.
+        let post = try bob.write(.content, in: group.id, epoch: old) { header in
+            ConversationPayload.sealContent(
+                .message(text: "I am still here", replyTo: nil), key: oldKey, header: RecordCodec.encodeHeader(header))
+        }
+        group.net.publish(bob, post)
+        let readd = try bob.write(.commit, in: group.id, epoch: old) { header in
+            try ForgedCommit.opening(
+                .add(members: [bob.identity.author]), key: .generate(), parents: [(old, oldKey)], slotOwners: roster,
+                header: RecordCodec.encodeHeader(header))
+        }
+        group.net.publish(bob, readd)
+        for node in [group.alice, group.carol, group.mallory] {
+            let state = try group.state(node)
+            #expect(state.rejected[post.id] == "not a member at this point")
+            #expect(state.rejected[readd.id] == "not a member at this point")
+            #expect(state.members[bob.identity.author] == nil)
+            #expect(try !group.texts(node).contains("I am still here"))
+        }
+    }
+
     @Test("a message under an epoch from before a removal is rejected, so the removed member is never fed")
     func staleEpochSend() throws {
         let group = try Group(seed: 850)
