@@ -9,7 +9,7 @@ import NatterModel
 import NatterTestSupport
 import Testing
 
-@testable import natter
+@testable import NatterREPL
 
 @Suite("Impersonation by look-alike names", .serialized)
 struct ImpersonationTests {

@@ -4,11 +4,11 @@ import NatterModel
 
 /// Rendering of text from the network: control characters, bidirectional overrides and invisible characters
 /// escaped, continuation lines indented so a message cannot forge another line (SPEC "REPL"; issue 19, item 4).
-enum Safe {
+public enum Safe {
     /// One line: every control character (newline included), every bidirectional override or isolate, and every
     /// default-ignorable or format character escaped — except inside an emoji sequence (the variation selector of
     /// ❤️, the joiners of 👩‍👩‍👧), and a joiner between two letters (Persian, Indic scripts shape words with them).
-    static func line(_ text: String) -> String { escaped(text, joinersBetweenLetters: true) }
+    public static func line(_ text: String) -> String { escaped(text, joinersBetweenLetters: true) }
 
     /// A name: as `line`, but joiners are escaped between letters too. A name is what an impersonator forges, and
     /// "Vic\u{200d}tim" must not print as "Victim".
@@ -129,10 +129,12 @@ struct NameBook: Sendable {
             return .array(items.map(flagged))
         case .object(let fields):
             var out = [(String, JSON)]()
-            for (key, value) in fields {
+            for (index, (key, value)) in fields.enumerated() {
                 out.append((key, flagged(value)))
                 if key == "fingerprint" || key == "by_fingerprint", case .string(let fingerprint) = value {
                     let flag = key == "fingerprint" ? "confusable" : "by_confusable"
+                    // Flagged once: an object built from flagged parts keeps the flags it has.
+                    if index + 1 < fields.count, fields[index + 1].0 == flag { continue }
                     out.append((flag, .bool(confusableFingerprints.contains(fingerprint))))
                 }
             }
@@ -448,27 +450,5 @@ enum FlagName {
 
     static func parse(_ word: String) -> MemberFlags? {
         all.first { $0.0 == word.lowercased() || "can-\($0.0)" == word.lowercased() }?.1
-    }
-}
-
-/// Short, stable labels for the lines of a conversation: the shortest prefix of the record id's hex (at least
-/// four digits) that no other line of the conversation shares. A label changes only if a line with the same
-/// prefix arrives later (about one in 65,536 per pair).
-enum Refs {
-    static let digitsMin = 4
-
-    static func labels(_ ids: [RecordID]) -> [RecordID: String] {
-        let hexes = ids.map(\.hex).sorted()
-        var labels = [RecordID: String]()
-        for id in ids {
-            let hex = id.hex
-            guard let index = hexes.firstIndex(of: hex) else { continue }
-            var shared = 0
-            for neighbour in [index - 1, index + 1] where hexes.indices.contains(neighbour) {
-                shared = max(shared, zip(hex, hexes[neighbour]).prefix { $0 == $1 }.count)
-            }
-            labels[id] = String(hex.prefix(max(digitsMin, shared + 1)))
-        }
-        return labels
     }
 }
