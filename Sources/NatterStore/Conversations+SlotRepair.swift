@@ -10,24 +10,43 @@ extension Conversations {
     }
 
     /// The epoch heads of `conversation` whose commit sealed some member a key that does not open it, found by
-    /// rebuilding every slot from the key this node holds and the members' profiles (`KeySlots.wronglySealed`).
-    /// Epochs whose key this node lacks are left out (it cannot tell), and so are members whose profile it lacks.
+    /// rebuilding every slot from the key this node holds and the members' profiles (`KeySlots.wronglySealed`), once
+    /// per epoch (`slotChecks`). Epochs whose key this node lacks are left out (it cannot tell), and so are epochs
+    /// with a member whose profile it lacks (slot i belongs to the i-th member: without every key the order cannot be
+    /// rebuilt), until the profile arrives.
     public func wronglySealed(in conversation: ConversationID) throws -> [WronglySealedEpoch] {
         let snapshot = try snapshot(of: conversation)
         var found = [WronglySealedEpoch]()
         for epoch in snapshot.state.epochHeads {
             guard let key = snapshot.keys[epoch], let info = snapshot.state.epochs[epoch],
-                let ref = snapshot.engine.ref(of: RecordID(raw: epoch.raw)), let record = try store.record(ref),
-                let commit = try? ConversationPayload.parseCommit(record.payload)
+                let ref = snapshot.engine.ref(of: RecordID(raw: epoch.raw)), let record = try store.record(ref)
             else { continue }
-            let known = try info.roster.compactMap { member in try profile(of: member).map { (member, $0.encryptionKey) } }
-            // Slot i belongs to the i-th member of the roster; without every profile the order cannot be rebuilt.
-            guard known.count == info.roster.count else { continue }
-            let members = Set(KeySlots.wronglySealed(slots: commit.slots, key: key, roster: known))
-            if !members.isEmpty { found.append(WronglySealedEpoch(epoch: epoch, author: record.header.author, members: members)) }
+            var members = slotChecks.withLock { $0[epoch] }
+            if members == nil {
+                let known = try info.roster.compactMap { member in
+                    try profile(of: member).map { (member, $0.encryptionKey) }
+                }
+                // A commit that does not parse has no slots to check (its readers reject it).
+                guard known.count == info.roster.count,
+                    let commit = try? ConversationPayload.parseCommit(record.payload)
+                else { continue }
+                let checked = Set(KeySlots.wronglySealed(slots: commit.slots, key: key, roster: known))
+                members = checked
+                slotChecks.withLock { checks in
+                    // Bounded by the heads of the conversations read: an epoch that is no head any more needs none.
+                    if checks.count >= Self.slotChecksMax { checks.removeAll() }
+                    checks[epoch] = checked
+                }
+            }
+            if let members, !members.isEmpty {
+                found.append(WronglySealedEpoch(epoch: epoch, author: record.header.author, members: members))
+            }
         }
         return found
     }
+
+    /// Most epochs whose slot check is remembered: past it the memory starts over (a check is cheap to redo).
+    static let slotChecksMax = 4_096
 
     /// Whether this identity is the one `SlotRepair.duty` names to re-key `conversation`, so that a member sealed a
     /// wrong key gets the epoch's key through the re-key's history chain.

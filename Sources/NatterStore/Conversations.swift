@@ -77,6 +77,9 @@ public final class Conversations: Sendable {
     let keyless = Mutex<[ConversationID: [AuthorID: UInt64]]>([:])
     /// Counts the refreshes that found a profile changed: names shown in the tables can only change when it moves.
     let profileGeneration = Mutex(0)
+    /// The members each epoch head's commit sealed a wrong key to, once every slot was rebuilt
+    /// (Conversations+SlotRepair.swift): rebuilding costs an X25519 per member, and a commit never changes.
+    let slotChecks = Mutex<[EpochID: Set<AuthorID>]>([:])
     /// Refreshes written by this process: the token each writes in its conversation row (`WrittenTables.token`).
     let refreshCount = Mutex<UInt64>(0)
 

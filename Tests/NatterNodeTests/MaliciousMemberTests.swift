@@ -19,12 +19,13 @@ struct MaliciousMemberTests {
         let alice, bob, carol, mallory: NodeCore
         let id: ConversationID
 
-        init(seed: UInt64) throws {
+        /// `automatic`: the nodes write their receipts and due re-keys themselves (node policy).
+        init(seed: UInt64, automatic: Bool = false) throws {
             net = PipeNetwork()
-            alice = try net.add("Alice", seed: seed)
-            bob = try net.add("Bob", seed: seed + 1)
-            carol = try net.add("Carol", seed: seed + 2)
-            mallory = try net.add("Mallory", seed: seed + 3)
+            alice = try net.add("Alice", seed: seed, receipts: automatic)
+            bob = try net.add("Bob", seed: seed + 1, receipts: automatic)
+            carol = try net.add("Carol", seed: seed + 2, receipts: automatic)
+            mallory = try net.add("Mallory", seed: seed + 3, receipts: automatic)
             for node in [bob, carol, mallory] { net.connect(node, alice) }
             net.run()
             id = try net.group("Plans", by: alice, with: [bob, carol, mallory])
@@ -149,6 +150,29 @@ struct MaliciousMemberTests {
         // The repair: a re-key that chains Mallory's epoch. Carol reads everything, and all agree again.
         group.net.publish(expected, try expected.conversations.rekey(group.id, now: 30))
         #expect(try group.texts(group.carol) == ["hello", "under Mallory's key"])
+        #expect(try group.everyone.allSatisfy { try !$0.conversations.owesSlotRepair(in: group.id) })
+        let digests = try Set(group.everyone.map { try group.state($0).digest() })
+        #expect(digests.count == 1)
+    }
+
+    @Test("end to end: the node the rule names re-keys by itself, and the member sealed a wrong key reads again")
+    func wrongKeyRepairedByNodePolicy() throws {
+        let group = try Group(seed: 870, automatic: true)
+        let (_, _, roster) = try group.current()
+        let carol = group.carol.identity.author
+        let forged = try group.forgedRekey(owners: roster, wrongKeyFor: [carol])
+        group.net.publish(group.mallory, forged)
+        group.net.publish(group.bob, try group.bob.conversations.send("under Mallory's key", in: group.id, now: 20))
+        #expect(try !group.texts(group.carol).contains("under Mallory's key"))
+        // Nobody calls rekey: the nodes' own policy, on their timers, writes the repair.
+        for _ in 0..<5 { group.net.advance(.milliseconds(200)) }
+        #expect(try group.texts(group.carol) == ["hello", "under Mallory's key"])
+        // One repair, by one node, not one per member who noticed.
+        let repairs = try group.state(group.alice).timeline.filter { item in
+            guard case .system(let event) = item, case .rekeyed = event.change else { return false }
+            return event.author != group.mallory.identity.author
+        }
+        #expect(repairs.count == 1)
         #expect(try group.everyone.allSatisfy { try !$0.conversations.owesSlotRepair(in: group.id) })
         let digests = try Set(group.everyone.map { try group.state($0).digest() })
         #expect(digests.count == 1)
