@@ -34,8 +34,12 @@ struct ImpersonationTests {
         let mallory = try NatterProcess(natter, ["run", "--data", "\(root)/m"] + peer)
         defer { mallory.kill() }
         let (victimPrint, malloryPrint) = (fingerprints["v"]!, fingerprints["m"]!)
+        // Olga knows both before anyone speaks (a line printed while only one "Victim" is known needs no
+        // fingerprint): the REPL takes lines in order, so /whoami answers once both waits are over.
         olga.send("/wait peer \(victimPrint) 30")
         olga.send("/wait peer \(malloryPrint) 30")
+        olga.send("/whoami")
+        try await olga.waitFor("Olga \(fingerprints["o"]!)", seconds: 60)
         victim.send("/wait peer Olga 30")
         victim.send("/msg Olga hi, it's me")
         try await olga.waitFor("hi, it's me", seconds: 30)
