@@ -222,7 +222,14 @@ public final class NodeCore {
         let state = snapshot.state
         let me = identity.author
         guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
-        if state.currentEpoch == nil && state.rekeyDuty == me { automatic.rekeyNeeded(in: conversation, now: now) }
+        // A re-key is due when no epoch matches the roster and the rules name this node, or when a commit sealed a
+        // member a key that does not open it and `SlotRepair` names this node (`try?`: an unreadable store is
+        // asked again at the next refresh).
+        if (state.currentEpoch == nil && state.rekeyDuty == me)
+            || (try? conversations.owesSlotRepair(in: conversation)) == true
+        {
+            automatic.rekeyNeeded(in: conversation, now: now)
+        }
         let marks = state.receipts[me]
         if viewing == conversation, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
             automatic.receiptNeeded(in: conversation, read: true, now: now)
