@@ -25,28 +25,30 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
         accepted = true
         switch commit {
         case .inEpoch: require(bytes.first == 1, "an in-epoch commit without its form byte")
-        case .opening(let salt, let slots, _, _, _):
-            require(bytes.first == 2 && salt.count == 16 && !slots.isEmpty, "an opening commit's parts are off")
-            require(commit.hints.count == slots.count, "a hint per slot")
+        case .opening(let ephemeral, let slots, _, _, let slotBytes):
+            require(bytes.first == 3 && ephemeral.count == X25519.byteCount && !slots.isEmpty, "an opening commit's parts are off")
+            require(slotBytes.count == 2 + slots.count * KeySlots.slotBytes, "slots and their bytes disagree")
         }
     }
     // The body behind the tag, in both forms.
     let header = Array("natter-fuzz header".utf8)
     let inEpoch = ConversationPayload.Commit.inEpoch(
         nonce: fuzzNonce, ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header))
-    if let (operation, parents) = try? ConversationPayload.openCommit(inEpoch, key: fuzzKey, header: header) {
-        require(parents.isEmpty && operation.encoded() == bytes, "an in-epoch commit body re-encodes differently")
+    if let opened = try? ConversationPayload.openCommit(inEpoch, key: fuzzKey, header: header) {
+        require(opened.parents.isEmpty && opened.operation.encoded() == bytes, "an in-epoch commit body re-encodes differently")
     }
-    let salt = [UInt8](repeating: 9, count: 16)
+    // No slots, so no roster tags: the body is the parent chain, then the operation.
+    let ephemeral = [UInt8](repeating: 9, count: X25519.byteCount)
     let slotBytes: [UInt8] = [0, 0]
     let opening = ConversationPayload.Commit.opening(
-        salt: salt, slots: [], nonce: fuzzNonce,
-        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + salt + slotBytes),
+        ephemeral: ephemeral, slots: [], nonce: fuzzNonce,
+        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + ephemeral + slotBytes),
         slotBytes: slotBytes)
-    if let (operation, parents) = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
-        var again: [UInt8] = [UInt8(parents.count)]
-        for (epoch, key) in parents { again += epoch.bytes + key.secret.exposedCopy() }
-        require(again + operation.encoded() == bytes, "an opening commit body re-encodes differently")
+    if let opened = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
+        var again: [UInt8] = [UInt8(opened.parents.count)]
+        for (epoch, key) in opened.parents { again += epoch.bytes + key.secret.exposedCopy() }
+        require(opened.tags.isEmpty, "tags without slots")
+        require(again + opened.operation.encoded() == bytes, "an opening commit body re-encodes differently")
         accepted = true
     }
     return accepted

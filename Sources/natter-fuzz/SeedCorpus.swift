@@ -61,8 +61,7 @@ enum SeedCorpus {
             ("payload-in-epoch", ConversationPayload.sealInEpochCommit(.leave, key: fuzzKey, header: header, nonce: fuzzNonce)))
         let member = try! EncryptionKeyPair(secret: [UInt8](repeating: 8, count: 32))
         let opening = try! ConversationPayload.sealOpeningCommit(
-            .rekey, newKey: fuzzKey, parents: [], roster: [(someone, member.publicKey)],
-            salt: [UInt8](repeating: 2, count: 16), header: header, nonce: fuzzNonce)
+            .rekey, newKey: fuzzKey, parents: [], roster: [(someone, member.publicKey)], header: header, nonce: fuzzNonce)
         seeds.append(("payload-opening", opening))
         return seeds
     }
