@@ -4,7 +4,7 @@ import NatterModel
 import NatterStore
 
 /// The membership benchmark (`natter bench --commits`, issue 18 point 5): what a commit costs at a group's size.
-/// For each size n, a founder creates a group of n, adds one member, removes one and re-keys; for each commit it
+/// For each size n, a founder creates a group of n − 1, adds one member (n), removes one and re-keys; for each commit it
 /// reports the time to seal and store it on the author, its size against the record cap, and the time a member
 /// takes to ingest it and bring its conversation up to date (the cost every member pays once per commit).
 public struct GroupCommitBench {
@@ -18,6 +18,7 @@ public struct GroupCommitBench {
 
     /// One commit's figures, medians over the rounds.
     public struct Row: Sendable {
+        /// The group's members once the commit applies.
         public let members: Int
         public let operation: String
         public let bytes: Int
@@ -28,10 +29,10 @@ public struct GroupCommitBench {
     public func run() throws -> [Row] {
         var rows = [Row]()
         for size in sizes {
-            var samples = [String: (bytes: Int, seal: [Double], apply: [Double])]()
+            var samples = [String: (members: Int, bytes: Int, seal: [Double], apply: [Double])]()
             for round in 0..<rounds {
                 for sample in try measure(members: size, seed: UInt64(size * 1_000 + round)) {
-                    var entry = samples[sample.operation] ?? (sample.bytes, [], [])
+                    var entry = samples[sample.operation] ?? (sample.members, sample.bytes, [], [])
                     entry.seal.append(sample.seal)
                     entry.apply.append(sample.apply)
                     samples[sample.operation] = entry
@@ -41,7 +42,7 @@ public struct GroupCommitBench {
                 guard let entry = samples[operation] else { continue }
                 rows.append(
                     Row(
-                        members: size, operation: operation, bytes: entry.bytes, sealMillis: median(entry.seal),
+                        members: entry.members, operation: operation, bytes: entry.bytes, sealMillis: median(entry.seal),
                         applyMillis: median(entry.apply)))
             }
         }
@@ -50,6 +51,7 @@ public struct GroupCommitBench {
 
     private struct Sample {
         let operation: String
+        let members: Int
         let bytes: Int
         let seal: Double
         let apply: Double
@@ -63,6 +65,9 @@ public struct GroupCommitBench {
                 signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
         }
         return try MachineBench.withScratchDirectory { directory in
+            for name in ["founder", "member"] {
+                try FileManager.default.createDirectory(atPath: directory + "/" + name, withIntermediateDirectories: false)
+            }
             let founderIdentity = try identity()
             let founderStore = try RecordStore.open(directory: directory + "/founder")
             let founder = Conversations(store: founderStore, identity: founderIdentity)
@@ -79,15 +84,16 @@ public struct GroupCommitBench {
             _ = try founderStore.ingest([try member.publishProfile(name: "member", now: now()).bytes], receivedAtMillis: clock)
             _ = try memberStore.ingest([try founder.publishProfile(name: "founder", now: now()).bytes], receivedAtMillis: clock)
             var profiles = [[UInt8]]()
-            for index in 0..<size {  // one more than the group needs: the member added later
+            for index in 0..<(size - 2) {
                 let person = try identity()
                 let scratch = Conversations(store: try RecordStore.inMemory(), identity: person)
                 profiles.append(try scratch.publishProfile(name: "p\(index)", now: now()).bytes)
                 others.append(person.author)
             }
             _ = try founderStore.ingest(profiles, receivedAtMillis: clock)
-            let initial = Array(others.prefix(size - 1))
-            let later = others[size - 1]
+            // The group is founded one short of `size`, so that the add reaches it (`size` may be the limit).
+            let initial = Array(others.prefix(size - 2))
+            let later = others[size - 2]
 
             var samples = [Sample]()
             var group: ConversationID?
@@ -107,15 +113,20 @@ public struct GroupCommitBench {
                     _ = try memberStore.ingest([written[0].bytes], receivedAtMillis: clock)
                     _ = try member.refresh(conversation)
                 }
-                samples.append(Sample(operation: operation, bytes: written[0].bytes.count, seal: seal, apply: apply))
+                let members = try member.snapshot(of: conversation).state.members.count
+                samples.append(
+                    Sample(
+                        operation: operation, members: members, bytes: written[0].bytes.count, seal: seal, apply: apply))
             }
             try step("create") { group = try founder.createGroup(title: "Hall", members: initial, now: now()) }
             let id = group!
-            precondition(try member.snapshot(of: id).state.members.count == size, "the member holds the group")
+            let created = try member.snapshot(of: id).state.members.count
+            precondition(created == size - 1, "the member holds the group")
             try step("add") { _ = try founder.add([later], to: id, now: now()) }
-            try step("remove") { _ = try founder.remove([initial.last!], from: id, now: now()) }
+            try step("remove") { _ = try founder.remove([later], from: id, now: now()) }
             try step("rekey") { _ = try founder.rekey(id, now: now()) }
-            precondition(try member.snapshot(of: id).state.members.count == size, "added one, removed one")
+            let after = try member.snapshot(of: id).state.members.count
+            precondition(after == size - 1, "added one, removed one")
             return samples
         }
     }

@@ -100,4 +100,13 @@ extension ConversationEntry {
         default: false
         }
     }
+
+    /// Whether an engine can take it in after entries that sort later without re-deriving: content and malformed
+    /// entries (`ConversationEngine.add`); never a control, whose decision can reach back.
+    var isLateAbsorbable: Bool {
+        switch body {
+        case .content, .malformed: true
+        case .control, .unreadable, .wronglySealed: false
+        }
+    }
 }
