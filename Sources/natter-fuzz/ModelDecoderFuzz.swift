@@ -25,28 +25,29 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
         accepted = true
         switch commit {
         case .inEpoch: require(bytes.first == 1, "an in-epoch commit without its form byte")
-        case .opening(let salt, let slots, _, _, _):
-            require(bytes.first == 2 && salt.count == 16 && !slots.isEmpty, "an opening commit's parts are off")
-            require(commit.hints.count == slots.count, "a hint per slot")
+        case .opening(let ephemeral, let slots, let notice, _, _, _):
+            require(
+                (bytes.first == 3 && notice == nil || bytes.first == 4 && notice != nil) && ephemeral.count == 32
+                    && !slots.isEmpty, "an opening commit's parts are off")
+            if let notice { require(!notice.slots.isEmpty, "a removal notice for nobody") }
         }
     }
-    // The body behind the tag, in both forms.
+    // The body behind the tag, in the in-epoch and the opening form (no slots, so no roster tags).
     let header = Array("natter-fuzz header".utf8)
     let inEpoch = ConversationPayload.Commit.inEpoch(
         nonce: fuzzNonce, ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header))
-    if let (operation, parents) = try? ConversationPayload.openCommit(inEpoch, key: fuzzKey, header: header) {
-        require(parents.isEmpty && operation.encoded() == bytes, "an in-epoch commit body re-encodes differently")
+    if let opened = try? ConversationPayload.openCommit(inEpoch, key: fuzzKey, header: header) {
+        require(opened.parents.isEmpty && opened.operation.encoded() == bytes, "an in-epoch commit body re-encodes differently")
     }
-    let salt = [UInt8](repeating: 9, count: 16)
-    let slotBytes: [UInt8] = [0, 0]
+    let authenticated = [UInt8](repeating: 9, count: 32) + [0, 0]
     let opening = ConversationPayload.Commit.opening(
-        salt: salt, slots: [], nonce: fuzzNonce,
-        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + salt + slotBytes),
-        slotBytes: slotBytes)
-    if let (operation, parents) = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
-        var again: [UInt8] = [UInt8(parents.count)]
-        for (epoch, key) in parents { again += epoch.bytes + key.secret.exposedCopy() }
-        require(again + operation.encoded() == bytes, "an opening commit body re-encodes differently")
+        ephemeral: [UInt8](repeating: 9, count: 32), slots: [], notice: nil, nonce: fuzzNonce,
+        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + authenticated),
+        authenticated: authenticated)
+    if let opened = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
+        var again: [UInt8] = [UInt8(opened.parents.count)]
+        for (epoch, key) in opened.parents { again += epoch.bytes + key.secret.exposedCopy() }
+        require(again + opened.operation.encoded() == bytes, "an opening commit body re-encodes differently")
         accepted = true
     }
     return accepted

@@ -61,9 +61,14 @@ enum SeedCorpus {
             ("payload-in-epoch", ConversationPayload.sealInEpochCommit(.leave, key: fuzzKey, header: header, nonce: fuzzNonce)))
         let member = try! EncryptionKeyPair(secret: [UInt8](repeating: 8, count: 32))
         let opening = try! ConversationPayload.sealOpeningCommit(
-            .rekey, newKey: fuzzKey, parents: [], roster: [(someone, member.publicKey)],
-            salt: [UInt8](repeating: 2, count: 16), header: header, nonce: fuzzNonce)
+            .rekey, newKey: fuzzKey, parents: [], roster: [(someone, member.publicKey)], header: header, nonce: fuzzNonce)
         seeds.append(("payload-opening", opening))
+        let parentKey = try! SymmetricKey(bytes: [UInt8](repeating: 3, count: 32))
+        let removal = try! ConversationPayload.sealOpeningCommit(
+            .remove(members: [another]), newKey: fuzzKey, parents: [(EpochID(bytes: [UInt8](repeating: 4, count: 32)), parentKey)],
+            roster: [(someone, member.publicKey)], notify: [(another, member.publicKey)], header: header,
+            nonce: fuzzNonce)
+        seeds.append(("payload-removal", removal))
         return seeds
     }
 
