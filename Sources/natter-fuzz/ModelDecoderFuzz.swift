@@ -25,10 +25,14 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
         accepted = true
         switch commit {
         case .inEpoch: require(bytes.first == 1, "an in-epoch commit without its form byte")
-        case .opening(let ephemeral, let slots, let notice, _, _, _):
+        case .opening(let ephemeral, let slots, let notice, _, _, let authenticated):
             require(
-                (bytes.first == 3 && notice == nil || bytes.first == 4 && notice != nil) && ephemeral.count == 32
-                    && !slots.isEmpty, "an opening commit's parts are off")
+                (bytes.first == 3 && notice == nil || bytes.first == 4 && notice != nil)
+                    && ephemeral.count == X25519.byteCount && !slots.isEmpty, "an opening commit's parts are off")
+            require(
+                authenticated.starts(with: ephemeral)
+                    && authenticated.count >= X25519.byteCount + 2 + slots.count * KeySlots.slotBytes,
+                "slots and their bytes disagree")
             if let notice { require(!notice.slots.isEmpty, "a removal notice for nobody") }
         }
     }
@@ -39,14 +43,17 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
     if let opened = try? ConversationPayload.openCommit(inEpoch, key: fuzzKey, header: header) {
         require(opened.parents.isEmpty && opened.operation.encoded() == bytes, "an in-epoch commit body re-encodes differently")
     }
-    let authenticated = [UInt8](repeating: 9, count: 32) + [0, 0]
+    // No slots, so no roster tags: the body is the parent chain, then the operation.
+    let ephemeral = [UInt8](repeating: 9, count: X25519.byteCount)
+    let authenticated = ephemeral + [0, 0]
     let opening = ConversationPayload.Commit.opening(
-        ephemeral: [UInt8](repeating: 9, count: 32), slots: [], notice: nil, nonce: fuzzNonce,
+        ephemeral: ephemeral, slots: [], notice: nil, nonce: fuzzNonce,
         ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + authenticated),
         authenticated: authenticated)
     if let opened = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
         var again: [UInt8] = [UInt8(opened.parents.count)]
         for (epoch, key) in opened.parents { again += epoch.bytes + key.secret.exposedCopy() }
+        require(opened.tags.isEmpty, "tags without slots")
         require(again + opened.operation.encoded() == bytes, "an opening commit body re-encodes differently")
         accepted = true
     }
