@@ -1,6 +1,6 @@
 // Goal: a removed member learns it was removed — who removed whom, and the roster without it — from the removal
 // itself, as the members read it, while nothing after the removal opens for it and a relay learns nothing
-// (docs/protocol.md §10.2 form 4, decision 0009). Method: groups written record by record with the real sealing code,
+// (docs/protocol.md §10.2 form 4, decision 0010). Method: groups written record by record with the real sealing code,
 // read by each person's `ConversationReader` and derived by `ConversationRules`; hostile removals built by editing the
 // layout where an author would edit it.
 import Foundation
@@ -366,7 +366,7 @@ struct RemovalNoticeTests {
                 #expect(state.rejected[record.id] == reason, "person \(person)")
                 #expect(state.sortedMembers == everyone)
             }
-            // Bob cannot check slots sealed to others: he takes the removal at its word — the limit decision 0009
+            // Bob cannot check slots sealed to others: he takes the removal at its word — the limit decision 0010
             // states. What he is shown is only ever a removal its author was permitted to make.
             #expect(bobsView.state.change(record) == .removed(forgery == .slotsDisagree ? [scene.id(1), scene.id(3)] : [scene.id(1)]))
         case .noNotice, .noticeOnRekey, .slotCountOff:
