@@ -23,10 +23,15 @@ public final class RecordStore: Sendable {
     private let deferredCommits = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
+    /// The in-memory store's queue (nil on disk), which `read` uses without GRDB's read-only guard.
+    private let memoryQueue: DatabaseQueue?
+    /// Feed rows and Lamport numbers in memory (FeedCache.swift).
+    let feedCache = FeedCache()
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
         self.lock = lock
+        memoryQueue = writer as? DatabaseQueue
         do {
             try Schema.migrator.migrate(writer)
         } catch {
@@ -122,6 +127,16 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// Runs `body` as a read: on disk on a `DatabasePool` reader (a read-only connection of its own); in memory on the
+    /// one connection, without GRDB's read-only guard. That guard toggles `PRAGMA query_only`, which expires every
+    /// prepared statement of the connection, so each cached statement was compiled again at its next use: a third
+    /// of a lab run's time (perf, 2026-11-27). A queue runs one access at a time, so a read there sees no write
+    /// half done either way.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let memoryQueue { return try memoryQueue.inDatabase(body) }
+        return try writer.read(body)
+    }
+
     /// The writer's `synchronous` pragma (2 = FULL): exposed so tests can prove durability is configured.
     public func synchronousMode() throws -> Int {
         try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
@@ -129,7 +144,7 @@ public final class RecordStore: Sendable {
 
     /// Runs SQLite's integrity check; "ok" when the file is sound.
     public func integrityCheck() throws -> String {
-        try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+        try read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
     }
 
     // MARK: - Identity binding
@@ -213,16 +228,21 @@ public final class RecordStore: Sendable {
         // write transaction, on the writer's warm cache, and only for records at a position their feed holds.
         var held = Set<Int>()
         let result: Ingested
+        var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) = ([], [])
         do {
             result = try write(durability) { db in
-                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis, records: batch.count)
+                var session = IngestSession(
+                    db: db, receivedAtMillis: receivedAtMillis, records: batch.count, feedCache: feedCache)
                 held = try session.heldAlready(ids: ids, claimed: claimed)
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(
                     fresh.map { batch[$0] }, ids: fresh.map { ids[$0] }, ahead: ahead,
                     parallelFrom: Self.parallelVerifyThreshold, workerCount: Self.verificationWorkers)
-                return try Self.store(verified, in: &session)
+                let ingested = try Self.store(verified, in: &session)
+                committed = session.committed
+                return ingested
             }
+            feedCache.committed(feeds: committed.feeds, stored: committed.stored)
         } catch {
             throw .database("\(error)")
         }
@@ -321,8 +341,10 @@ public final class RecordStore: Sendable {
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
         let author = AuthorID(identity.publicKey)
+        var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) = ([], [])
+        defer { feedCache.committed(feeds: committed.feeds, stored: committed.stored) }
         return try writer.write { db in
-            var session = IngestSession(db: db, receivedAtMillis: createdAtMillis)
+            var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
             let feeds = try session.liveFeeds(in: conversation)
             let own: FeedState? = try session.feed(of: author, in: conversation)
             if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
@@ -352,6 +374,7 @@ public final class RecordStore: Sendable {
             let outcome = try session.store(record)
             _ = try session.finish()
             precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
+            committed = session.committed
             return record
         }
     }
@@ -362,7 +385,7 @@ public final class RecordStore: Sendable {
     /// position: there is no index of ids, whose random keys would cost every ingest transaction a page write per
     /// record (docs/performance.md); `RecordRef` carries both.
     public func record(at position: RecordPosition) throws -> NatterModel.Record? {
-        try writer.read { db in
+        try read { db in
             try Data.fetchOne(
                 db.cachedStatement(
                     sql: """
@@ -384,7 +407,7 @@ public final class RecordStore: Sendable {
     public func records(
         conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
     ) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -402,7 +425,7 @@ public final class RecordStore: Sendable {
     public func records(
         conversation: ConversationID, author: AuthorID, from: UInt64, through: UInt64, kind: RecordKind
     ) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -422,7 +445,7 @@ public final class RecordStore: Sendable {
     public func recordBytes(
         conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
     ) throws -> [[UInt8]] {
-        try writer.read { db in
+        try read { db in
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
@@ -438,7 +461,7 @@ public final class RecordStore: Sendable {
     /// The authors whose profile feed is applied here, in order: the people this node can name and seal keys to.
     /// Read from `profile_author`, not from a scan of every feed.
     public func profileAuthors() throws -> [AuthorID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(db.cachedStatement(sql: "SELECT author FROM profile_author ORDER BY author"))
                 .map { AuthorID(bytes: $0) }
         }
@@ -447,7 +470,7 @@ public final class RecordStore: Sendable {
     /// The conversations of which this node holds records, in order (what a sync summary lists): read from the feed
     /// table's key, without decoding its rows.
     public func conversationsHeld() throws -> [ConversationID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(sql: "SELECT DISTINCT conversation FROM feed WHERE stored_sequence > 0 ORDER BY conversation")
             ).map { ConversationID(bytes: $0) }
@@ -456,18 +479,25 @@ public final class RecordStore: Sendable {
 
     /// Every feed's state, ordered by conversation then author.
     public func feeds() throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchAll(db, conversation: nil) }
+        try read { db in try FeedState.fetchAll(db, conversation: nil) }
     }
 
     /// The feeds of one conversation, ordered by author.
     public func feeds(of conversation: ConversationID) throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchAll(db, conversation: conversation) }
+        if let cached = feedCache.feeds(of: conversation) { return cached.values.sorted { $0.author < $1.author } }
+        let generation = feedCache.generation
+        let feeds = try read { db in try FeedState.fetchAll(db, conversation: conversation) }
+        feedCache.fill(conversation, feeds, generation: generation)
+        return feeds
     }
 
     /// The feeds of one conversation that are not junk, ordered by author: read through an index of those alone, so
     /// thousands of junk feeds (a flood from throwaway identities) cost nothing here.
     public func liveFeeds(of conversation: ConversationID) throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchLive(db, conversation: conversation) }
+        if let cached = feedCache.feeds(of: conversation) {
+            return cached.values.filter { !$0.isJunk }.sorted { $0.author < $1.author }
+        }
+        return try read { db in try FeedState.fetchLive(db, conversation: conversation) }
     }
 
     /// A conversation's applied vector clock: the causal frontier every member converges on. Junk feeds are no part
@@ -480,7 +510,7 @@ public final class RecordStore: Sendable {
 
     /// Fork evidence held for one feed (the contradicting records' bytes).
     public func forkEvidence(conversation: ConversationID, author: AuthorID) throws -> [[UInt8]] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db,
                 sql: """
@@ -494,7 +524,7 @@ public final class RecordStore: Sendable {
 
     /// Counts for status lines and the digest command.
     public func statistics() throws -> LogStatistics {
-        try writer.read { db in
+        try read { db in
             let row = try Row.fetchOne(
                 db,
                 sql: """
@@ -511,7 +541,7 @@ public final class RecordStore: Sendable {
     /// (sequence and head id) and fork point. Equal on nodes that hold the same records, whatever the arrival
     /// order. Exact definition in docs/protocol.md ("Log digest").
     public func logDigest() throws -> [UInt8] {
-        try writer.read { db in
+        try read { db in
             var hasher = Blake2bHasher(outputBytes: 32)
             hasher.update(Array("natter/v1/log-digest".utf8))
             let cursor = try Row.fetchCursor(
@@ -597,7 +627,7 @@ extension RecordStore {
     /// Every applied record of a conversation, in local arrival order. Applied records are causally closed, so
     /// the conversation rules can take them as they are.
     public func appliedRecords(of conversation: ConversationID) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db,
                 sql: """
@@ -612,7 +642,7 @@ extension RecordStore {
 
     /// Ids of every conversation with at least one applied record.
     public func conversationIDs() throws -> [ConversationID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db, sql: "SELECT DISTINCT conversation FROM feed WHERE applied_sequence > 0 ORDER BY conversation"
             ).map { ConversationID(bytes: Array($0)) }
@@ -623,7 +653,7 @@ extension RecordStore {
 extension RecordStore {
     /// Every stored record in local arrival order (tests and tools; sync streams per feed instead).
     public func allRecords() throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(db, sql: "SELECT bytes FROM record WHERE length(bytes) > 0 ORDER BY rowid").map {
                 try NatterModel.Record.decode(Array($0))
             }
@@ -634,7 +664,7 @@ extension RecordStore {
 extension RecordStore {
     /// Local receive times of the records at these positions (those held), by id.
     public func receiveTimes(of refs: [RecordRef]) throws -> [RecordID: Int64] {
-        try writer.read { db in
+        try read { db in
             let statement = try db.cachedStatement(
                 sql: "SELECT id, received_ms FROM record WHERE conversation = ? AND author = ? AND sequence = ?")
             var times = [RecordID: Int64]()
@@ -650,7 +680,7 @@ extension RecordStore {
 
     /// When each applied record of a conversation arrived here (local, viewer-specific time).
     public func receiveTimes(of conversation: ConversationID) throws -> [RecordID: Int64] {
-        try writer.read { db in
+        try read { db in
             var times = [RecordID: Int64]()
             let rows = try Row.fetchCursor(
                 db, sql: "SELECT id, received_ms FROM record WHERE conversation = ?",
@@ -675,7 +705,7 @@ extension RecordStore {
 
     /// Every remembered peer address, oldest first.
     public func namedPeers() throws -> [String] {
-        try writer.read { db in
+        try read { db in
             try String.fetchAll(db, sql: "SELECT address FROM named_peer ORDER BY added_ms, address")
         }
     }
