@@ -87,6 +87,16 @@ let package = Package(
         // The interactive terminal: a libedit line editor on its own thread (print above the prompt, history,
         // completion, typing reports) and the terminal facts (interactive?, colours?, width).
         .target(name: "NatterTerminal", dependencies: ["CEditLine"], swiftSettings: strictSettings),
+        // The line interface (SPEC "REPL"): commands parsed into a table of small command types, a session that sends
+        // intents to the node and renders the events it emits (for people, or JSON lines for scripts), consoles.
+        .target(
+            name: "NatterREPL",
+            dependencies: [
+                "NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "NatterSync", "NatterTerminal",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // A tiny program around LineEditor that the pseudo-terminal test drives through tmux.
         .executableTarget(
             name: "natter-terminal-demo",
@@ -99,7 +109,7 @@ let package = Package(
             name: "natter",
             dependencies: [
                 "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork", "NatterLab",
-                "NatterTerminal", "NatterSync",
+                "NatterTerminal", "NatterSync", "NatterREPL",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -123,7 +133,8 @@ let package = Package(
         .testTarget(
             name: "NatterNodeTests",
             dependencies: [
-                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter", "NatterTestSupport",
+                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter", "NatterREPL",
+                "NatterTestSupport",
             ],
             swiftSettings: strictSettings
         ),

@@ -69,6 +69,8 @@ public actor Node: Service {
     /// NIO's own loops: with them on the actor's loop, reads would wait for every store transaction, and the send
     /// latency measured no better.)
     private nonisolated let inbox = TransportInbox()
+    /// Intents submitted by front ends, waiting for the actor (`submit`): group commit.
+    private nonisolated let writes = WriteQueue()
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let core: NodeCore
@@ -115,19 +117,25 @@ public actor Node: Service {
 
     /// Opens the transport, listens on `listen`, and prepares to dial `peers` and, unless `discovery` is nil, to
     /// announce itself and dial the nodes it hears on the LAN. Call `run()` to start.
+    ///
+    /// The conversation tables are brought up to date first (records applied before a crash). `receipts`: when the
+    /// node writes delivered and read receipts and due re-keys (node policy).
     public init(
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
-        discovery: DiscoveryConfiguration? = DiscoveryConfiguration(), quotas: QuotaConfiguration = QuotaConfiguration()
+        discovery: DiscoveryConfiguration? = DiscoveryConfiguration(), quotas: QuotaConfiguration = QuotaConfiguration(),
+        receipts: ReceiptConfiguration = ReceiptConfiguration()
     ) async throws {
         executor = Self.actorThreads.next().executor
         var configuration = NodeConfiguration()
         configuration.quotas = quotas
+        configuration.receipts = receipts
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
         configuration.ingestDurability = .deferred  // `perform` syncs before a turn's sends
         core = NodeCore(
             store: store, identity: identity, networkKey: networkKey, configuration: configuration,
             random: SecureRandomGenerator())
+        try core.conversations.refreshChanged()
         transport = TCPTransport(group: MultiThreadedEventLoopGroup.singleton, onEvent: { [inbox] in inbox.put($0) })
         let bound = try await transport.listen(host: listen.host, port: listen.port)
         port = bound
@@ -140,8 +148,12 @@ public actor Node: Service {
         }
     }
 
-    /// The conversation service, for reading and authoring (call `publish` with what authoring returns).
-    public var conversations: Conversations { core.conversations }
+    /// Runs `body` with what front ends may read of the store, on the node's actor (after bringing the tables up to
+    /// date if a refresh is pending, so nothing read is behind what the events said).
+    public func read<T: Sendable>(_ body: @Sendable (NodeQueries) throws -> T) throws -> T {
+        refresh()
+        return try body(NodeQueries(conversations: core.conversations))
+    }
     public var identity: LocalIdentity { core.identity }
     public var connectedPeers: [AuthorID] { core.connectedPeers.keys.sorted() }
     /// Records the core was delivered and stored (new), and relay-only conversations it evicted, since it started.
@@ -149,12 +161,81 @@ public actor Node: Service {
         (core.recordsDelivered, core.recordsNew, core.conversationsEvicted)
     }
 
-    /// Sends records this node just wrote to every peer and reports the changes.
-    public func publish(_ records: [Record]) {
-        if Self.tracing { Self.trace("publish \(records.count) records") }
-        perform(core.published(records, now: now))
-        refresh()
+    // MARK: - Writing: the node owns every write
+
+    /// Queues a person's intents for the node to carry out, in the order submitted, and returns at once: the ticket
+    /// answers with what each wrote (or why it was refused) once it is durable. Intents submitted while the node is
+    /// busy — a script's lines arriving faster than one fsync — are appended together, one transaction and one
+    /// fsync for their content (group commit); none is reported written, or sent, before its commit.
+    public nonisolated func submit(_ intents: [ConversationIntent]) -> WriteTicket {
+        let ticket = WriteTicket()
+        switch writes.put(intents, ticket) {
+        case nil:
+            ticket.resolve(intents.map { _ in .failure(NodeError.busy) })
+        case true?:
+            Task { await self.drainWrites() }
+        case false?:
+            break  // a drain is scheduled and will take these too
+        }
+        return ticket
     }
+
+    /// Carries out one intent and answers with what it wrote: `submit` and a wait.
+    @discardableResult
+    public nonisolated func author(_ intent: ConversationIntent) async throws -> Authored {
+        try await submit([intent]).results()[0].get()
+    }
+
+    /// Carries out everything submitted so far, in one turn.
+    private func drainWrites() {
+        let pending = writes.takeAll()
+        guard !pending.isEmpty else { return }
+        guard !isShutDown else {
+            for (intents, ticket) in pending { ticket.resolve(intents.map { _ in .failure(NodeError.stopped) }) }
+            return
+        }
+        let (results, actions) = core.author(pending.flatMap(\.intents), now: now)
+        perform(actions)
+        refresh()
+        var offset = 0
+        for (intents, ticket) in pending {
+            ticket.resolve(Array(results[offset..<(offset + intents.count)]))
+            offset += intents.count
+        }
+    }
+
+    /// The conversation this node's user is viewing (nil: none): receipts there say "read" (node policy, SPEC F8).
+    public func view(_ conversation: ConversationID?) {
+        perform(core.view(conversation, now: now))
+    }
+
+    /// Stores records written elsewhere — the flood tool's throwaway identities (`natter debug flood`) — as if they
+    /// had arrived, and pushes them to every peer. Not for chat: a person's writes go through `submit`.
+    public func inject(_ records: [Record]) throws {
+        _ = try core.store.ingest(records.map(\.bytes), receivedAtMillis: Self.wallClockMillis())
+        published(records)
+    }
+
+    /// Runs `body` with the store itself, on the actor (tests that inspect what a flood left; never a front end's).
+    func inspectStore<T: Sendable>(_ body: @Sendable (RecordStore) throws -> T) rethrows -> T {
+        try body(core.store)
+    }
+
+    /// Whether received records wait for their fsync, and the writer's `synchronous` pragma (2: FULL): what the
+    /// durability tests check (DESIGN §6).
+    public func durability() throws -> (deferredCommits: Bool, synchronousMode: Int) {
+        (core.store.hasDeferredCommits, try core.store.synchronousMode())
+    }
+
+    /// Silences a conversation's notices until a time (ms since 1970), or for ever (nil): a local setting.
+    public func mute(_ conversation: ConversationID, until: Int64?) throws {
+        try core.conversations.mute(conversation, until: until)
+    }
+
+    public func unmute(_ conversation: ConversationID) throws { try core.conversations.unmute(conversation) }
+
+    /// Hides a conversation from the list until something new arrives: a local setting.
+    public func archive(_ conversation: ConversationID) throws { try core.conversations.archive(conversation) }
 
     // MARK: - Files (SPEC F13)
 
@@ -177,7 +258,7 @@ public actor Node: Service {
         let record = try core.conversations.sendFile(
             atPath: path, name: name, mediaType: mediaType, in: conversation, replyTo: replyTo, sizeCap: fileSizeCap,
             now: Self.wallClockMillis())
-        publish([record])
+        published([record])
         return record.id
     }
 
@@ -190,13 +271,8 @@ public actor Node: Service {
         let record = try core.conversations.sendFile(
             bytes, name: name, mediaType: mediaType, in: conversation, replyTo: replyTo, sizeCap: fileSizeCap,
             now: Self.wallClockMillis())
-        publish([record])
+        published([record])
         return record.id
-    }
-
-    /// Name, type, size of a file message and how much of it this node holds (nil if not a readable file).
-    public func fileStatus(of message: RecordID, in conversation: ConversationID) throws -> FileStatus? {
-        try core.conversations.fileStatus(of: message, in: conversation)
     }
 
     /// Starts fetching a file message's content from the peers (resumes where it stopped). Watch `events` for
@@ -230,6 +306,12 @@ public actor Node: Service {
         try core.conversations.dropFile(message, in: conversation)
     }
 
+    /// Pushes records this node wrote (a file message) to every peer and reports the changes.
+    private func published(_ records: [Record]) {
+        perform(core.published(records, now: now))
+        refresh()
+    }
+
     private static func wallClockMillis() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
@@ -260,6 +342,7 @@ public actor Node: Service {
 
     /// Runs until cancelled or, in a `ServiceGroup`, until a graceful shutdown; then shuts down (`shutdown()`).
     public func run() async {
+        perform(core.reviewConversations(now: now))
         await cancelWhenGracefulShutdown { await self.drive() }
         await shutdown()
     }
@@ -315,6 +398,8 @@ public actor Node: Service {
     /// Idempotent.
     public func shutdown() async {
         guard !isShutDown else { return }
+        drainWrites()
+        perform(core.writePending(now: now))  // receipts scheduled go out with the goodbyes, not never
         isShutDown = true
         await discovery?.shutdown()
         try? core.store.syncDeferred()
@@ -326,6 +411,7 @@ public actor Node: Service {
             }
         }
         await transport.shutdown()
+        drainWrites()  // answered with `NodeError.stopped`
         inbox.finish()
         continuation.finish()
     }
@@ -379,7 +465,7 @@ public actor Node: Service {
         let started = clock.now
         lastRefresh = started
         if Self.tracing { Self.trace("refresh") }
-        perform(core.refreshPending())
+        perform(core.refreshPending(now: now))
         if Self.tracing { Self.trace("refreshed in \(clock.now - started)") }
     }
 

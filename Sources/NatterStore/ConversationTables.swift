@@ -3,82 +3,30 @@ import GRDB
 import NatterCrypto
 public import NatterModel
 
-/// A row of the conversation list (SPEC F5).
-public struct ConversationRow: Hashable, Sendable {
-    public let id: ConversationID
-    public let kind: ConversationKind
-    /// The title, or for direct chats the other person's name, or for untitled groups the members' names.
-    public let title: String
-    public let isMember: Bool
-    /// Local receive time of the last activity: what the list sorts by.
-    public let lastActivityMillis: Int64
-    /// The last message's first 100 characters ("Name: text" in groups), or nil.
-    public let preview: String?
-    public let unread: Int
-    /// Local setting: muted until this time (ms), `Int64.max` for ever; nil when not muted. See `isMuted(at:)`.
-    public let mutedUntilMillis: Int64?
-    /// Local setting: archived, and no new line since (the list leaves it out unless asked).
-    public let archived: Bool
-
-    /// Whether notices for this conversation are silenced at `nowMillis`.
-    public func isMuted(at nowMillis: Int64) -> Bool { mutedUntilMillis.map { nowMillis < $0 } ?? false }
-}
-
-/// A line of a conversation's history.
-public struct TimelineRow: Hashable, Sendable {
-    public let id: RecordID
-    public let author: AuthorID
-    public let lamport: UInt64
-    public let isSystem: Bool
-    /// The current text (nil when deleted or for system lines).
-    public let text: String?
-    /// A system line's description ("Alice added Bob").
-    public let systemText: String?
-    public let replyTo: RecordID?
-    public let editCount: Int
-    public let deleted: Bool
-    /// A late record (a concurrent removal of its author) invalidated this line: show it marked "retracted".
-    public let retracted: Bool
-    /// The creation time clamped between the causal predecessors' and the local receive time.
-    public let displayedAtMillis: Int64
-    /// For a file message: what to show of the file (SPEC F13). `Conversations.fileStatus` tells how much of it
-    /// this node holds.
-    public var file: FileSummary? = nil
-
-    /// A cursor for the page of older lines before this one.
-    public var cursor: TimelineCursor { TimelineCursor(lamport: lamport, id: id) }
-}
-
-/// What a refresh changed in a conversation's timeline: the node turns it into events.
-public struct TimelineChanges: Equatable, Sendable {
-    /// Lines that were not shown before (new, or late arrivals placed in their position).
-    public let added: [RecordID]
-    /// Lines that were shown and are now rejected: a late record (a concurrent removal) invalidated them. They
-    /// are marked "retracted", never silently dropped (SPEC F4).
-    public let retracted: [RecordID]
-}
-
 /// What `Conversations.refresh` last wrote for a conversation: enough to write only what changed next time, with
-/// the engine's change log (`ConversationEngine.changes(since:)`). Valid while the conversation row carries
-/// `digest` and the tables hold as many rows as it says (`Conversations.stillHeld`).
+/// the engine's change log (`ConversationEngine.changes(since:)`). Valid while the conversation row carries `token`
+/// (`Conversations.stillHeld`): only a refresh of this process writes it, and anything else that rewrites the
+/// conversation's rows (an eviction, a rebuild) removes or replaces the row.
 struct WrittenTables: Sendable {
     /// The engine's change log position the tables reflect.
     var cursor: ChangeCursor
-    var digest: Data
-    /// The name of every person the rows show (system lines, previews, titles were built with these).
+    /// What this process wrote in the row's `written` column.
+    var token: Data
+    /// The name of every person the rows show (system lines, previews, titles were built with these), and the
+    /// profile generation they were read at (`Conversations.profileGeneration`): while it is unchanged, so are they.
     var names: [AuthorID: String]
+    var profiles: Int
     /// Ids of the timeline rows (lines shown, retracted ones included), of those retracted, of the file rows.
     var shown: Set<RecordID>
     var retracted: Set<RecordID>
     var files: Set<RecordID>
     var documents: SearchIndex.Held
     var lastActivity: Int64
-}
-
-/// Where a history page ends: lines strictly before (Lamport number, id).
-public struct TimelineCursor: Hashable, Sendable {
-    public let lamport: UInt64
-    public let id: RecordID
+    /// How many epoch keys and which members the tables hold (rewritten only when they change).
+    var keys: Int
+    var members: [AuthorID: MemberInfo]
+    /// What the deltas remember (statuses being followed, details last reported).
+    var deltas: DeltaMemory
 }
 
 extension Conversations {
@@ -87,46 +35,50 @@ extension Conversations {
     /// Lines in a history page (SPEC F11).
     public static let pageSize = 50
 
-    /// Re-derives `conversation` and brings its derived rows (list entry, members, timeline, reactions, files, epoch
-    /// keys, search documents) up to date in one transaction. The tables are a cache of `snapshot(of:)`: dropping
-    /// and refreshing them gives the same rows. After the first refresh, only the lines the engine reports changed
-    /// (`ConversationEngine.changes(since:)`) are built and written (`refreshChanges`), so a refresh after one new
-    /// message costs that message, not the conversation's history; anything the change log cannot follow (a
-    /// re-derivation, a new name for someone shown, tables written by someone else) refreshes every row.
+    /// Re-derives `conversation`, brings its derived rows (list entry, members, timeline, reactions, files, epoch
+    /// keys, search documents) up to date in one transaction, and returns what changed (`ConversationDelta`). The
+    /// tables are a cache of `snapshot(of:)`: dropping and refreshing them gives the same rows. After the first
+    /// refresh, only the lines the engine reports changed (`ConversationEngine.changes(since:)`) are built and
+    /// written (`refreshChanges`), so a refresh after one new message costs that message, not the conversation's
+    /// history; anything the change log cannot follow (a re-derivation, a new name for someone shown, tables written
+    /// by someone else) refreshes every row, and its delta comes from comparing the rows.
     @discardableResult
-    public func refresh(_ conversation: ConversationID) throws -> TimelineChanges {
+    public func refresh(_ conversation: ConversationID) throws -> ConversationDelta {
         let snapshot = try snapshot(of: conversation)
         // Taken out while in use, put back only after a commit: a failed refresh leaves no memory to mislead the
         // next one.
         let previous = written.withLock { $0.removeValue(forKey: conversation) }
-        var result: (TimelineChanges, WrittenTables?)
+        var result: (ConversationDelta, WrittenTables?)
         if let previous, snapshot.state.kind != nil,
-            let changed = snapshot.engine.changes(since: previous.cursor),
-            let incremental = try refreshChanges(conversation, snapshot, since: previous, changed: Set(changed))
+            let touches = snapshot.engine.changes(since: previous.cursor),
+            let incremental = try refreshChanges(conversation, snapshot, since: previous, touches: touches)
         {
             result = incremental
         } else {
-            result = try refreshWhole(conversation, snapshot)
+            result = try refreshWhole(conversation, snapshot, previous: previous)
         }
         if let tables = result.1 { written.withLock { $0[conversation] = tables } }
         return result.0
     }
 
-    /// Writes only the lines in `changed` (and the list entry, members and keys, which are small), or returns nil
-    /// when the tables are not what `previous` says or a name shown changed (then `refreshWhole`).
+    /// Writes only the lines the change log names (and the list entry, and members and keys when they changed), or
+    /// returns nil when the tables are not what `previous` says or a name shown changed (then `refreshWhole`).
     private func refreshChanges(
         _ conversation: ConversationID, _ snapshot: ConversationSnapshot, since previous: WrittenTables,
-        changed: Set<RecordID>
-    ) throws -> (TimelineChanges, WrittenTables)? {
+        touches: ArraySlice<LineTouch>
+    ) throws -> (ConversationDelta, WrittenTables)? {
         let state = snapshot.state
         guard let kind = state.kind else { return nil }
         let key = Data(conversation.bytes)
         guard try store.writer.read({ db in try Self.stillHeld(previous, conversation: key, in: db) }) else { return nil }
-        // Names: every one shown must be unchanged; people new in the changed lines (and members) are added.
+        // Names: every one shown must be unchanged (only a new profile can change one); people new in the changed
+        // lines (and members) are added.
         var names = previous.names
-        for (person, shown) in previous.names where try (profile(of: person)?.name ?? person.publicKey.fingerprint) != shown {
-            return nil
+        let profiles = profileGeneration.withLock { $0 }
+        if profiles != previous.profiles {
+            for (person, shown) in previous.names where try displayName(of: person) != shown { return nil }
         }
+        let changed = Set(touches.map(\.id))
         var people = Set(state.members.keys)
         for id in changed {
             if let item = state.item(id) {
@@ -135,9 +87,7 @@ extension Conversations {
                 people.insert(message.author)
             }
         }
-        for person in people where names[person] == nil {
-            names[person] = try profile(of: person)?.name ?? person.publicKey.fingerprint
-        }
+        for person in people where names[person] == nil { names[person] = try displayName(of: person) }
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let ordered = changed.sorted()
@@ -163,15 +113,18 @@ extension Conversations {
             reactions[id] = Self.reactionRows(of: id, in: state)
         }
         let (unread, preview) = listSummary(of: state, kind: kind, name: name)
-        let addedIDs = ordered.filter { state.item($0) != nil && !previous.shown.contains($0) }
-        let changes = TimelineChanges(
-            added: addedIDs.sorted { state.item($0)!.position < state.item($1)!.position },
-            retracted: ordered.filter { state.retracted[$0] != nil && !previous.retracted.contains($0) })
         var next = previous
         next.cursor = snapshot.engine.changeCursor
-        next.digest = Data(state.digest())
+        next.token = nextToken()
         next.names = known
+        next.profiles = profiles
         next.lastActivity = lastActivity
+        let delta = deltaFromLog(
+            touches, state: state, snapshot: snapshot, shownBefore: previous.shown, name: name, memory: &next)
+        let rewriteKeys = snapshot.keys.count != previous.keys
+        let rewriteMembers = state.members != previous.members
+        next.keys = snapshot.keys.count
+        next.members = state.members
         try store.writeDerived { db in
             try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             let upsertLine = try db.cachedStatement(
@@ -199,17 +152,120 @@ extension Conversations {
                 try SearchIndex.set(
                     Data(id.bytes), to: document, conversation: key, held: &next.documents, in: db)
             }
-            try writeListEntry(
-                of: state, snapshot: snapshot, key: key, kind: kind, digest: next.digest, lastActivity: lastActivity,
-                preview: preview, unread: unread, name: name, in: db)
-            if !previous.shown.isEmpty && !changes.added.isEmpty {
+            if rewriteKeys { try writeKeys(snapshot, key: key, in: db) }
+            if rewriteMembers { try writeMembers(state, key: key, in: db) }
+            try writeListRow(
+                of: state, key: key, kind: kind, token: next.token, lastActivity: lastActivity, preview: preview,
+                unread: unread, name: name, in: db)
+            if !previous.shown.isEmpty && delta.lines.contains(where: { $0.kind == .new }) {
                 try db.execute(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
         }
         next.shown.formUnion(ordered.filter { state.item($0) != nil || state.retracted[$0] != nil })
         next.retracted.formUnion(ordered.filter { state.retracted[$0] != nil })
-        return (changes, next)
+        return (delta, next)
+    }
+
+    /// The delta of an incremental refresh, from the change log: new, edited, deleted and retracted lines in
+    /// timeline order, reactions that changed (each person's last), statuses that moved, and the details if they
+    /// changed. `memory` is updated with what was reported.
+    private func deltaFromLog(
+        _ touches: ArraySlice<LineTouch>, state: ConversationState, snapshot: ConversationSnapshot,
+        shownBefore: Set<RecordID>, name: (AuthorID) -> String, memory: inout WrittenTables
+    ) -> ConversationDelta {
+        var kinds = [RecordID: LineChange.Kind]()
+        var reacted = [LinePair]()
+        var seen = Set<LinePair>()
+        for touch in touches {
+            switch touch.change {
+            case .created where !shownBefore.contains(touch.id): kinds[touch.id] = .new
+            case .created: break
+            case .edited where kinds[touch.id] != .new: kinds[touch.id] = .edited
+            case .deleted where kinds[touch.id] != .new: kinds[touch.id] = .deleted
+            case .edited, .deleted: break
+            case .retracted: kinds[touch.id] = .retracted
+            case .reaction(let person):
+                let pair = LinePair(message: touch.id, person: person)
+                if seen.insert(pair).inserted { reacted.append(pair) }
+            }
+        }
+        return delta(
+            kinds: kinds, reacted: reacted, state: state, snapshot: snapshot, name: name, memory: &memory.deltas)
+    }
+
+    /// A message and a person (a reaction's place).
+    private struct LinePair: Hashable {
+        let message: RecordID
+        let person: AuthorID
+    }
+
+    /// Builds a delta from the lines' kinds and the reactions that changed, following this node's statuses.
+    private func delta(
+        kinds: [RecordID: LineChange.Kind], reacted: [LinePair], state: ConversationState,
+        snapshot: ConversationSnapshot, name: (AuthorID) -> String, memory: inout DeltaMemory
+    ) -> ConversationDelta {
+        let me = identity.author
+        var delta = ConversationDelta(conversation: snapshot.id)
+        func position(_ id: RecordID) -> EntryPosition? { state.item(id)?.position ?? state.retracted[id]?.position }
+        let ordered = kinds.keys.compactMap { id in position(id).map { (id, $0) } }.sorted { $0.1 < $1.1 }.map(\.0)
+        delta.statuses = memory.statusChanges(in: state)
+        for id in ordered {
+            guard let line = state.line(id, viewer: me) else { continue }
+            delta.lines.append(LineChange(kind: kinds[id]!, line: line))
+            if kinds[id] == .new, let status = line.status { memory.track(id, status) }
+        }
+        for pair in reacted where kinds[pair.message] != .new {
+            guard let message = state.message(pair.message) else { continue }
+            delta.reactions.append(
+                ReactionChange(
+                    message: pair.message, messageAuthor: message.author, person: pair.person,
+                    reaction: state.reactions[pair.message]?[pair.person],
+                    summary: state.reactionSummary(of: pair.message, viewer: me)))
+        }
+        let details = self.details(of: state, snapshot: snapshot, name: name)
+        if details != memory.details {
+            delta.details = details
+            memory.details = details
+        }
+        return delta
+    }
+
+    /// The conversation's details now (nil when this node cannot read it): what a front end starts from before the
+    /// deltas tell it what changes.
+    public func details(of conversation: ConversationID) throws -> ConversationDetails? {
+        let snapshot = try snapshot(of: conversation)
+        var names = [AuthorID: String]()
+        for member in snapshot.state.members.keys { names[member] = try displayName(of: member) }
+        return details(of: snapshot.state, snapshot: snapshot) { names[$0] ?? $0.publicKey.fingerprint }
+    }
+
+    /// The conversation's details as the deltas report them.
+    private func details(
+        of state: ConversationState, snapshot: ConversationSnapshot, name: (AuthorID) -> String
+    ) -> ConversationDetails? {
+        guard let kind = state.kind else { return nil }
+        let me = identity.author
+        let names = state.sortedMembers.filter { $0 != me }.map(name)
+        return ConversationDetails(
+            kind: kind, ownTitle: state.title,
+            title: state.title ?? (names.isEmpty ? "(just you)" : names.joined(separator: ", ")),
+            members: state.members, creator: state.creator, isMember: state.members[me] != nil,
+            lockedOut: snapshot.lockedOut, unread: state.unreadCount(viewer: me))
+    }
+
+    /// A person's name as rows show it: their profile's, else their fingerprint.
+    private func displayName(of person: AuthorID) throws -> String {
+        try profile(of: person)?.name ?? person.publicKey.fingerprint
+    }
+
+    /// A fresh token for the conversation row (`WrittenTables.token`): a counter of this process's refreshes.
+    private func nextToken() -> Data {
+        var value = refreshCount.withLock { count -> UInt64 in
+            count += 1
+            return count
+        }
+        return Data(bytes: &value, count: MemoryLayout<UInt64>.size)
     }
 
     // MARK: - Rows (both refresh paths build them here, so a partial refresh writes what a whole one would)
@@ -268,17 +324,12 @@ extension Conversations {
             shownMillis: shown(message.displayedAtMillis, arrived: arrived))
     }
 
-    /// The list entry's unread count (messages by others after this node's read receipt) and preview (the last
-    /// message not deleted, "Name: text" in groups).
+    /// The list entry's unread count (messages by others after this node's read receipt, `unreadCount`) and preview
+    /// (the last message not deleted, "Name: text" in groups): neither reads the whole timeline.
     private func listSummary(of state: ConversationState, kind: ConversationKind, name: (AuthorID) -> String)
         -> (unread: Int, preview: String?)
     {
-        let myRead = state.receipts[identity.author]?.read ?? VectorClock()
-        var unread = 0
-        for item in state.timeline {
-            guard case .message(let message) = item else { continue }
-            if message.author != identity.author && myRead[message.author] < message.sequence { unread += 1 }
-        }
+        let unread = state.unreadCount(viewer: identity.author)
         for item in state.timeline.reversed() {
             guard case .message(let message) = item, !message.deleted else { continue }
             let text = String((message.file.map { "[file] \($0.name)" } ?? message.text).prefix(Self.previewCharacters))
@@ -287,19 +338,19 @@ extension Conversations {
         return (unread, nil)
     }
 
-    /// The members, epoch keys and list row of a conversation this node reads, rewritten (they are small).
-    private func writeListEntry(
-        of state: ConversationState, snapshot: ConversationSnapshot, key: Data, kind: ConversationKind, digest: Data,
-        lastActivity: Int64, preview: String?, unread: Int, name: (AuthorID) -> String, in db: Database
-    ) throws {
-        for table in ["conversation_member", "epoch_key"] {
-            try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
-        }
+    /// The epoch keys this node holds for the conversation, rewritten (kept apart from every other table).
+    private func writeKeys(_ snapshot: ConversationSnapshot, key: Data, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM epoch_key WHERE conversation = ?", arguments: [key])
         for (epoch, epochKey) in snapshot.keys {
             try db.execute(
                 sql: "INSERT INTO epoch_key (conversation, epoch, key) VALUES (?, ?, ?)",
                 arguments: [key, Data(epoch.bytes), Data(epochKey.secret.exposedCopy())])
         }
+    }
+
+    /// The roster with roles and flags, rewritten.
+    private func writeMembers(_ state: ConversationState, key: Data, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM conversation_member WHERE conversation = ?", arguments: [key])
         for member in state.sortedMembers {
             let info = state.members[member]!
             try db.execute(
@@ -312,18 +363,25 @@ extension Conversations {
                     member == state.creator,
                 ])
         }
+    }
+
+    /// The conversation's list row, carrying `token` (what `stillHeld` checks).
+    private func writeListRow(
+        of state: ConversationState, key: Data, kind: ConversationKind, token: Data, lastActivity: Int64,
+        preview: String?, unread: Int, name: (AuthorID) -> String, in db: Database
+    ) throws {
         let others = state.sortedMembers.filter { $0 != identity.author }
         let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
         try db.execute(
             sql: """
-                INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, digest,
+                INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, written,
                     last_activity_ms, preview, unread)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 key, Int(kind.rawValue), title, state.creator.map { Data($0.bytes) },
                 state.currentEpoch.map { Data($0.bytes) }, state.members[identity.author] != nil,
-                digest, lastActivity, preview, unread,
+                token, lastActivity, preview, unread,
             ])
     }
 
@@ -344,29 +402,22 @@ extension Conversations {
         Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
-    /// Whether the tables still hold what `written` says was written: the conversation row carries its digest and
-    /// the timeline, file and search rows are as many (counted on their conversation index, without reading them).
-    /// Anything else that writes these tables — an eviction, a rebuild, a hand-made deletion — fails this check.
+    /// Whether the tables still hold what `written` says was written: the conversation row carries the token this
+    /// process wrote with them. Whatever else rewrites a conversation's rows (an eviction, a rebuild) removes or
+    /// replaces that row, and fails this check; rows changed by hand with `sqlite3` while the node runs are not
+    /// noticed until the next start.
     private static func stillHeld(_ written: WrittenTables, conversation: Data, in db: Database) throws -> Bool {
-        guard try Data.fetchOne(db, sql: "SELECT digest FROM conversation WHERE id = ?", arguments: [conversation])
-            == written.digest
-        else { return false }
-        let counts = try Row.fetchOne(
-            db,
-            sql: """
-                SELECT (SELECT COUNT(*) FROM timeline WHERE conversation = ?1),
-                       (SELECT COUNT(*) FROM timeline_file WHERE conversation = ?1),
-                       (SELECT COUNT(*) FROM search_document WHERE conversation = ?1)
-                """, arguments: [conversation])!
-        return counts[0] == written.shown.count && counts[1] == written.files.count
-            && counts[2] == written.documents.count
+        try Data.fetchOne(db, sql: "SELECT written FROM conversation WHERE id = ?", arguments: [conversation])
+            == written.token
     }
 
-    /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the changes
-    /// and, for a conversation this node reads, what was written (for `refreshChanges` next time).
-    private func refreshWhole(_ conversation: ConversationID, _ snapshot: ConversationSnapshot) throws
-        -> (TimelineChanges, WrittenTables?)
-    {
+    /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the delta
+    /// (the lines and reactions that differ from the rows held) and, for a conversation this node reads, what was
+    /// written (for `refreshChanges` next time). `previous`: what the last refresh of this process remembered, if
+    /// any (the statuses it follows).
+    private func refreshWhole(
+        _ conversation: ConversationID, _ snapshot: ConversationSnapshot, previous: WrittenTables?
+    ) throws -> (ConversationDelta, WrittenTables?) {
         let state = snapshot.state
         // Arrival times are read for conversations with rows to write (not for those this node only relays).
         let received = state.kind == nil ? [:] : try store.receiveTimes(of: conversation)
@@ -374,7 +425,8 @@ extension Conversations {
         var people = Set(state.members.keys)
         for item in state.timeline { people.formUnion(Self.people(shownBy: item)) }
         var names = [AuthorID: String]()
-        for person in people { names[person] = try profile(of: person)?.name ?? person.publicKey.fingerprint }
+        let profiles = profileGeneration.withLock { $0 }
+        for person in people { names[person] = try displayName(of: person) }
         let known = names
         func name(_ author: AuthorID) -> String { known[author] ?? author.publicKey.fingerprint }
         let key = Data(conversation.bytes)
@@ -401,8 +453,8 @@ extension Conversations {
             }
             (unread, preview) = listSummary(of: state, kind: kind, name: name)
         }
-        let digest = Data(state.digest())
-        let (changes, held) = try store.writeDerived { db -> (TimelineChanges, SearchIndex.Held?) in
+        let token = nextToken()
+        let (differences, held) = try store.writeDerived { db -> (RowDifferences, SearchIndex.Held?) in
             try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             // Read before anything is written: reactions are found through the timeline rows they hang on.
             let heldTimeline = try Self.heldRows(
@@ -415,18 +467,9 @@ extension Conversations {
                     """, key)
             let heldFiles = try Self.heldRows(
                 in: db, sql: "SELECT \(Self.fileWriteColumns) FROM timeline_file WHERE conversation = ?", key)
-            // Column 0 is the id, column 10 `retracted`.
-            let shown = Set(heldTimeline.map { RecordID(bytes: Data.fromDatabaseValue($0[0])!) })
-            let wasRetracted = Set(
-                heldTimeline.filter { $0[10] == true.databaseValue }.map {
-                    RecordID(bytes: Data.fromDatabaseValue($0[0])!)
-                })
-            let changes = TimelineChanges(
-                added: state.timeline.map(\.id).filter { !shown.contains($0) },
-                retracted: state.retracted.keys.filter { !wasRetracted.contains($0) }.sorted())
-            for table in ["conversation_member", "epoch_key"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE conversation = ?", arguments: [key])
-            }
+            let differences = RowDifferences(
+                heldTimeline: heldTimeline, wantedTimeline: timeline, heldReactions: heldReactions,
+                wantedReactions: reactions)
             try Self.writeDifferences(
                 in: db, table: "reaction", columns: "message, person, reaction", keyColumns: ["message", "person"],
                 held: heldReactions, wanted: reactions)
@@ -436,31 +479,102 @@ extension Conversations {
             try Self.writeDifferences(
                 in: db, table: "timeline_file", columns: Self.fileWriteColumns, keyColumns: ["id"], held: heldFiles,
                 wanted: files)
+            try writeKeys(snapshot, key: key, in: db)
+            try writeMembers(state, key: key, in: db)
             guard let kind = state.kind else {
                 try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
                 try SearchIndex.update(conversation: key, to: [], in: db)
-                return (changes, nil)
+                return (differences, nil)
             }
-            try writeListEntry(
-                of: state, snapshot: snapshot, key: key, kind: kind, digest: digest, lastActivity: lastActivity,
-                preview: preview, unread: unread, name: name, in: db)
+            try writeListRow(
+                of: state, key: key, kind: kind, token: token, lastActivity: lastActivity, preview: preview,
+                unread: unread, name: name, in: db)
             let held = try SearchIndex.update(conversation: key, to: documents, in: db)
             // New activity brings an archived conversation back into the list (a first fill is not activity).
-            if !shown.isEmpty && !changes.added.isEmpty {
+            if differences.hadRows && differences.kinds.values.contains(.new) {
                 try db.execute(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
-            return (changes, held)
+            return (differences, held)
         }
-        guard let held else { return (changes, nil) }
+        guard let held else { return (ConversationDelta(conversation: conversation), nil) }
+        var memory = previous?.deltas ?? followedStatuses(in: state)
+        let delta = delta(
+            kinds: differences.kinds, reacted: differences.reacted, state: state, snapshot: snapshot, name: name,
+            memory: &memory)
         let written = WrittenTables(
-            cursor: snapshot.engine.changeCursor, digest: digest, names: known,
+            cursor: snapshot.engine.changeCursor, token: token, names: known, profiles: profiles,
             shown: Set(state.timeline.map(\.id) + state.retracted.keys), retracted: Set(state.retracted.keys),
             files: Set(state.timeline.compactMap { item in
                 if case .message(let message) = item, message.file != nil { message.id } else { nil }
             }),
-            documents: held, lastActivity: lastActivity)
-        return (changes, written)
+            documents: held, lastActivity: lastActivity, keys: snapshot.keys.count, members: state.members,
+            deltas: memory)
+        return (delta, written)
+    }
+
+    /// What the deltas follow after a first refresh in this process: the statuses of this node's newest messages
+    /// that are not read yet (as they are now: no change is reported for them until they move on).
+    private func followedStatuses(in state: ConversationState) -> DeltaMemory {
+        var memory = DeltaMemory()
+        memory.receipts = state.receipts
+        memory.members = Set(state.members.keys)
+        var own = [(RecordID, MessageStatus)]()
+        for item in state.timeline.reversed() where own.count < DeltaMemory.statusesTrackedMax {
+            guard case .message(let message) = item, message.author == identity.author,
+                let status = state.status(of: message.id)
+            else { continue }
+            if status.phase == .read { break }  // statuses never go backwards: older ones are read too
+            own.append((message.id, status))
+        }
+        for (id, status) in own.reversed() { memory.track(id, status) }
+        return memory
+    }
+
+    /// How the rows held differ from the rows wanted, as line kinds and reactions (a re-derivation's delta).
+    private struct RowDifferences {
+        var kinds = [RecordID: LineChange.Kind]()
+        var reacted = [LinePair]()
+        /// Whether the conversation had rows before (its first fill is not new activity).
+        var hadRows = false
+
+        /// Timeline rows are in `timelineWriteColumns` order: column 0 the id, 8 `edit_count`, 9 `deleted`, 10
+        /// `retracted`; reaction rows are (message, person, reaction).
+        init(
+            heldTimeline: [[DatabaseValue]], wantedTimeline: [[DatabaseValue]], heldReactions: [[DatabaseValue]],
+            wantedReactions: [[DatabaseValue]]
+        ) {
+            hadRows = !heldTimeline.isEmpty
+            var held = [DatabaseValue: [DatabaseValue]]()
+            for row in heldTimeline { held[row[0]] = row }
+            for row in wantedTimeline {
+                let id = RecordID(bytes: Data.fromDatabaseValue(row[0])!)
+                let retracted = row[10] == true.databaseValue
+                guard let before = held[row[0]] else {
+                    kinds[id] = retracted ? .retracted : .new
+                    continue
+                }
+                if retracted != (before[10] == true.databaseValue) {
+                    kinds[id] = retracted ? .retracted : .new
+                } else if row[9] != before[9] {
+                    kinds[id] = .deleted
+                } else if row[8] != before[8] {
+                    kinds[id] = .edited
+                }
+            }
+            var heldReaction = [ArraySlice<DatabaseValue>: DatabaseValue]()
+            for row in heldReactions { heldReaction[row.prefix(2)] = row[2] }
+            var pairs = Set<ArraySlice<DatabaseValue>>()
+            for row in wantedReactions where heldReaction.removeValue(forKey: row.prefix(2)) != row[2] {
+                pairs.insert(row.prefix(2))
+            }
+            pairs.formUnion(heldReaction.keys)  // held, no longer wanted: removed
+            reacted = pairs.map {
+                LinePair(
+                    message: RecordID(bytes: Data.fromDatabaseValue($0[$0.startIndex])!),
+                    person: AuthorID(bytes: Data.fromDatabaseValue($0[$0.startIndex + 1])!))
+            }.sorted { ($0.message, $0.person) < ($1.message, $1.person) }
+        }
     }
 
     /// The timeline columns `refresh` writes, in the order of its rows.
@@ -502,39 +616,51 @@ extension Conversations {
         }
     }
 
+    /// What `refreshChanged` found: the people whose profile changed (names first: the lines below may show them),
+    /// then the delta of each conversation refreshed.
+    public struct Refreshed: Sendable, Equatable {
+        public var profiles: [AuthorID] = []
+        public var deltas: [ConversationID: ConversationDelta] = [:]
+    }
+
     /// Refreshes every conversation whose applied records changed since its last refresh (after ingest, and at
-    /// start-up to catch up after a crash). Returns the changes per conversation.
+    /// start-up to catch up after a crash). Profiles first, so that the rows written after show the new names.
     @discardableResult
-    public func refreshChanged() throws -> [ConversationID: TimelineChanges] {
+    public func refreshChanged() throws -> Refreshed {
         let dirty = try store.writer.read { db in
             try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation ORDER BY id").map {
                 ConversationID(bytes: $0)
             }
         }
-        var changes = [ConversationID: TimelineChanges]()
+        var refreshed = Refreshed()
+        var conversations = [ConversationID]()
         for conversation in dirty {
-            let isProfileFeed = try store.liveFeeds(of: conversation).contains {
-                $0.conversation == .profileFeed(of: $0.author)
+            let owner = try store.liveFeeds(of: conversation).first { $0.conversation == .profileFeed(of: $0.author) }
+            if let owner {
+                refreshed.profiles.append(owner.author)
+                try clean(conversation)
+            } else {
+                conversations.append(conversation)
             }
-            if isProfileFeed {
-                try store.writeDerived { db in
-                    try db.execute(
-                        sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
-                }
-                continue
-            }
+        }
+        if !refreshed.profiles.isEmpty { profileGeneration.withLock { $0 += 1 } }
+        for conversation in conversations {
             if try staysKeyless(conversation) {
-                try store.writeDerived { db in
-                    try db.execute(
-                        sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
-                }
+                try clean(conversation)
                 continue
             }
-            changes[conversation] = try refresh(conversation)
+            refreshed.deltas[conversation] = try refresh(conversation)
             let cache = caches.withLock { $0[conversation] }
             if let cache, cache.keys.isEmpty { keyless.withLock { $0[conversation] = cache.applied } }
         }
-        return changes
+        return refreshed
+    }
+
+    /// Marks a conversation refreshed without anything to write (a profile feed; one this node has no key for).
+    private func clean(_ conversation: ConversationID) throws {
+        try store.writeDerived { db in
+            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+        }
     }
 
     /// Whether `conversation`, refreshed before without a key, still gives this node none: no commit applied since
@@ -562,110 +688,6 @@ extension Conversations {
         for feed in feeds { positions[feed.author] = feed.applied }
         keyless.withLock { $0[conversation] = positions }
         return true
-    }
-
-    /// Every conversation this node can read, most recent activity first; `filter` matches titles and names.
-    /// Archived conversations are left out unless `includeArchived` (resolving a name the user typed should
-    /// include them).
-    public func conversationList(filter: String? = nil, includeArchived: Bool = false) throws -> [ConversationRow] {
-        try store.writer.read { db in
-            var sql = """
-                SELECT id, kind, title, is_member, last_activity_ms, preview, unread, s.muted_until_ms,
-                    COALESCE(s.archived, 0)
-                FROM conversation LEFT JOIN conversation_setting s ON s.conversation = conversation.id
-                WHERE (? OR COALESCE(s.archived, 0) = 0)
-                """
-            var arguments: StatementArguments = [includeArchived]
-            if let filter, !filter.isEmpty {
-                sql += " AND title LIKE ? ESCAPE '\\'"
-                let escaped = filter.replacingOccurrences(of: "\\", with: "\\\\")
-                    .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
-                arguments += ["%\(escaped)%"]
-            }
-            sql += " ORDER BY last_activity_ms DESC, id"
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                ConversationRow(
-                    id: ConversationID(bytes: row[0] as Data), kind: ConversationKind(rawValue: UInt8(row[1] as Int))!,
-                    title: row[2], isMember: row[3], lastActivityMillis: row[4], preview: row[5], unread: row[6],
-                    mutedUntilMillis: row[7], archived: row[8])
-            }
-        }
-    }
-
-    /// Total unread messages across the conversations the list shows (not archived): the prompt's counter.
-    public func totalUnread() throws -> Int {
-        try store.writer.read { db in
-            try Int.fetchOne(
-                db,
-                sql: """
-                    SELECT COALESCE(SUM(unread), 0) FROM conversation
-                    WHERE id NOT IN (SELECT conversation FROM conversation_setting WHERE archived = 1)
-                    """) ?? 0
-        }
-    }
-
-    /// The last `limit` lines before `cursor` (the newest when nil), oldest first (SPEC F11).
-    public func history(_ conversation: ConversationID, before cursor: TimelineCursor? = nil, limit: Int = pageSize)
-        throws -> [TimelineRow]
-    {
-        try store.writer.read { db in
-            var sql = "SELECT \(Self.timelineColumns) FROM \(Self.timelineTables) WHERE t.conversation = ?"
-            var arguments: StatementArguments = [Data(conversation.bytes)]
-            if let cursor {
-                sql += " AND (t.lamport < ? OR (t.lamport = ? AND t.id < ?))"
-                arguments += [Int64(cursor.lamport), Int64(cursor.lamport), Data(cursor.id.bytes)]
-            }
-            sql += " ORDER BY t.lamport DESC, t.id DESC LIMIT ?"
-            arguments += [limit]
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map(Self.timelineRow)
-        }
-    }
-
-    /// Up to `limit` lines around `message` (about half before it, it, then the rest after), oldest first: where
-    /// opening a search hit jumps to. Older pages continue with `history(_:before:)` from the first line's cursor.
-    /// Empty when the conversation shows no such line.
-    public func history(_ conversation: ConversationID, around message: RecordID, limit: Int = pageSize) throws
-        -> [TimelineRow]
-    {
-        let key = Data(conversation.bytes)
-        let lamport = try store.writer.read { db in
-            try Int64.fetchOne(
-                db, sql: "SELECT lamport FROM timeline WHERE id = ? AND conversation = ?",
-                arguments: [Data(message.bytes), key])
-        }
-        guard let lamport, limit > 0 else { return [] }
-        let at = TimelineCursor(lamport: UInt64(lamport), id: message)
-        let after = try store.writer.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.timelineColumns) FROM \(Self.timelineTables)
-                    WHERE t.conversation = ? AND (t.lamport > ? OR (t.lamport = ? AND t.id >= ?))
-                    ORDER BY t.lamport, t.id LIMIT ?
-                    """,
-                arguments: [key, lamport, lamport, Data(message.bytes), limit - limit / 2]
-            ).map(Self.timelineRow)
-        }
-        return try history(conversation, before: at, limit: limit - after.count) + after
-    }
-
-    /// What a `TimelineRow` is read from (`timelineRow` maps the columns).
-    private static let timelineColumns = """
-        t.id, t.author, t.lamport, t.is_system, t.text, t.system_change, t.reply_to, t.edit_count,
-            t.deleted, t.displayed_ms, t.retracted, f.name, f.media_type, f.size, f.chunk_count
-        """
-    private static let timelineTables = "timeline t LEFT JOIN timeline_file f ON f.id = t.id"
-
-    private static func timelineRow(_ row: Row) -> TimelineRow {
-        let name: String? = row[11]
-        return TimelineRow(
-            id: RecordID(bytes: row[0] as Data), author: AuthorID(bytes: row[1] as Data),
-            lamport: UInt64(row[2] as Int64), isSystem: row[3], text: row[4], systemText: row[5],
-            replyTo: (row[6] as Data?).map { RecordID(bytes: $0) }, editCount: row[7], deleted: row[8],
-            retracted: row[10], displayedAtMillis: row[9],
-            file: name.map {
-                FileSummary(name: $0, mediaType: row[12], size: UInt64(row[13] as Int64), chunkCount: row[14])
-            })
     }
 
     private func describe(_ event: SystemEvent, name: (AuthorID) -> String) -> String {

@@ -75,6 +75,10 @@ public final class Conversations: Sendable {
     /// found not to open one (ConversationTables.swift, `refreshChanged`): a relay's refresh then reads only the
     /// commits that arrived since, not every record it relays.
     let keyless = Mutex<[ConversationID: [AuthorID: UInt64]]>([:])
+    /// Counts the refreshes that found a profile changed: names shown in the tables can only change when it moves.
+    let profileGeneration = Mutex(0)
+    /// Refreshes written by this process: the token each writes in its conversation row (`WrittenTables.token`).
+    let refreshCount = Mutex<UInt64>(0)
 
     public init(store: RecordStore, identity: LocalIdentity) {
         self.store = store
@@ -353,15 +357,51 @@ public final class Conversations: Sendable {
 
     /// Appends a content record under the current epoch, refusing what every member would reject.
     func content(_ operation: ContentOperation, in conversation: ConversationID, now: Int64) throws -> Record {
-        let snapshot = try snapshot(of: conversation)
+        let append = try contentAppend(operation, try snapshot(of: conversation))
+        return try store.appendOwn(
+            conversation: conversation, kind: .content, epoch: append.epoch, createdAtMillis: now,
+            identity: identity.signing, makePayload: append.makePayload)
+    }
+
+    /// Appends content records, in one transaction (one fsync) for all of them: group commit. Each is checked and
+    /// sealed as `content` would; a refused one is left out and reported, in its place.
+    func contents(_ operations: [(ContentOperation, ConversationID)], now: Int64) -> [Result<Record, any Error>] {
+        var results = [Result<Record, any Error>?](repeating: nil, count: operations.count)
+        var appends = [RecordStore.OwnAppend]()
+        var placed = [Int]()
+        var snapshots = [ConversationID: ConversationSnapshot]()
+        for (index, (operation, conversation)) in operations.enumerated() {
+            do {
+                let snapshot = try snapshots[conversation] ?? snapshot(of: conversation)
+                snapshots[conversation] = snapshot
+                appends.append(try contentAppend(operation, snapshot))
+                placed.append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        if !appends.isEmpty {
+            do {
+                let written = try store.appendOwn(appends, createdAtMillis: now, identity: identity.signing)
+                for (index, result) in zip(placed, written) { results[index] = result }
+            } catch {
+                for index in placed { results[index] = .failure(error) }
+            }
+        }
+        return results.map { $0! }
+    }
+
+    /// How to append `operation` to the conversation `snapshot` shows: under its current epoch, sealed with the final
+    /// header as associated data, after a dry run of the rules (a record every member would reject is not written).
+    private func contentAppend(_ operation: ContentOperation, _ snapshot: ConversationSnapshot) throws
+        -> RecordStore.OwnAppend
+    {
         guard snapshot.state.exists else { throw ConversationError.noSuchConversation }
         guard !snapshot.lockedOut else { throw ConversationError.lockedOut }
         guard let epoch = snapshot.state.currentEpoch, let key = snapshot.keys[epoch] else {
             throw ConversationError.waitingForRekey
         }
-        return try store.appendOwn(
-            conversation: conversation, kind: .content, epoch: epoch, createdAtMillis: now, identity: identity.signing
-        ) { header in
+        return RecordStore.OwnAppend(conversation: snapshot.id, kind: .content, epoch: epoch) { header in
             let payload = ConversationPayload.sealContent(operation, key: key, header: RecordCodec.encodeHeader(header))
             try self.check(.content(operation), header: header, against: snapshot)
             return payload

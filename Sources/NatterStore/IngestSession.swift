@@ -20,8 +20,9 @@ struct IngestSession {
     let db: Database
     let receivedAtMillis: Int64
     /// The store's cache of feed rows and Lamport numbers, read instead of the tables; what this transaction writes
-    /// reaches it only once the transaction commits (`committed`).
-    private let feedCache: FeedCache
+    /// reaches it only once the transaction commits (`committed`). Nil: read the tables only (an earlier write of the
+    /// same transaction is not in the cache).
+    private let feedCache: FeedCache?
     private var cache: [FeedKey: FeedState] = [:]
     private var fullyLoaded: Set<ConversationID> = []
     private var dirty: Set<FeedKey> = []
@@ -41,7 +42,7 @@ struct IngestSession {
         return (written, stored)
     }
 
-    init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache) {
+    init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache?) {
         self.db = db
         self.receivedAtMillis = receivedAtMillis
         self.feedCache = feedCache
@@ -53,7 +54,7 @@ struct IngestSession {
 
     private mutating func feed(_ key: FeedKey) throws -> FeedState {
         if let cached = cache[key] { return cached }
-        if let feeds = feedCache.feeds(of: key.conversation) {
+        if let feeds = feedCache?.feeds(of: key.conversation) {
             let state = feeds[key.author] ?? FeedState(conversation: key.conversation, author: key.author)
             cache[key] = state
             return state
@@ -81,7 +82,7 @@ struct IngestSession {
     /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
     mutating func liveFeeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         var result = [AuthorID: FeedState]()
-        let live = try feedCache.feeds(of: conversation).map { $0.values.filter { !$0.isJunk } }
+        let live = try feedCache?.feeds(of: conversation).map { $0.values.filter { !$0.isJunk } }
             ?? FeedState.fetchLive(db, conversation: conversation)
         for state in live {
             let key = FeedKey(conversation: conversation, author: state.author)
@@ -95,12 +96,12 @@ struct IngestSession {
     /// Every feed of `conversation` (cached ones win over the database's, which may be older).
     mutating func feeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         if !fullyLoaded.contains(conversation) {
-            var all = feedCache.feeds(of: conversation).map { Array($0.values) }
+            var all = feedCache?.feeds(of: conversation).map { Array($0.values) }
             if all == nil {
                 // Read before this transaction writes any feed row (`finish` writes them last): what is committed.
-                let generation = feedCache.generation
+                let generation = feedCache?.generation
                 all = try FeedState.fetchAll(db, conversation: conversation)
-                feedCache.fill(conversation, all!, generation: generation)
+                if let feedCache, let generation { feedCache.fill(conversation, all!, generation: generation) }
             }
             for state in all! {
                 let key = FeedKey(conversation: conversation, author: state.author)
@@ -231,7 +232,7 @@ struct IngestSession {
 
     private mutating func lamport(at position: RecordPosition) throws -> UInt64 {
         if let (header, _) = fresh[position] { return header.lamport }
-        if let known = lamports[position] ?? feedCache.lamport(at: position) { return known }
+        if let known = lamports[position] ?? feedCache?.lamport(at: position) { return known }
         let value = try Int64.fetchOne(
             db.cachedStatement(
                 sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),

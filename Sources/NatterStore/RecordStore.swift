@@ -228,7 +228,7 @@ public final class RecordStore: Sendable {
         // write transaction, on the writer's warm cache, and only for records at a position their feed holds.
         var held = Set<Int>()
         let result: Ingested
-        var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) = ([], [])
+        var committed: CacheEffects = ([], [])
         do {
             result = try write(durability) { db in
                 var session = IngestSession(
@@ -340,43 +340,114 @@ public final class RecordStore: Sendable {
         conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
-        let author = AuthorID(identity.publicKey)
-        var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) = ([], [])
-        defer { feedCache.committed(feeds: committed.feeds, stored: committed.stored) }
-        return try writer.write { db in
-            var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
-            let feeds = try session.liveFeeds(in: conversation)
-            let own: FeedState? = try session.feed(of: author, in: conversation)
-            if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
-                throw StoreError.ownFeedFrozen(conversation: conversation)
+        let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
+            try writer.write { db in
+                try Self.appendOwn(
+                    OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
+                    createdAtMillis: createdAtMillis, identity: identity, feedCache: feedCache, in: db)
             }
-            var dependencies = [AuthorID: UInt64]()
-            var lamport: UInt64 = 0
-            // Junk feeds are no dependency: a member who never held them (they are dropped everywhere) must apply this.
-            for (feedAuthor, feed) in feeds where feed.applied > 0 {
-                dependencies[feedAuthor] = feed.applied
-                lamport = max(lamport, feed.appliedLamport)
-            }
-            guard dependencies.count <= Limits.dependenciesMax else {
-                throw StoreError.tooManyAuthors(conversation: conversation, count: dependencies.count)
-            }
-            let sequence = (own?.stored ?? 0) + 1
-            let header = RecordHeader(
-                kind: kind, conversation: conversation, author: author, sequence: sequence,
-                previous: own?.storedHead ?? .none, epoch: epoch, lamport: lamport + 1,
-                createdAtMillis: createdAtMillis, dependencies: VectorClock(dependencies))
-            let record: NatterModel.Record
-            do {
-                record = try NatterModel.Record.sign(header: header, payload: try makePayload(header), by: identity)
-            } catch let error as RecordFormatError {
-                throw StoreError.invalidOwnRecord(error)
-            }
-            let outcome = try session.store(record)
-            _ = try session.finish()
-            precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
-            committed = session.committed
-            return record
         }
+        feedCache.committed(feeds: committed.feeds, stored: committed.stored)
+        return record
+    }
+
+    /// What a committed own append tells the feed cache (`FeedCache.committed`).
+    typealias CacheEffects = (feeds: [FeedState], stored: [(RecordPosition, UInt64)])
+
+    /// One own record to append (`appendOwn(_:createdAtMillis:identity:)`): where, of what kind, under which epoch,
+    /// and how its payload is made from its final header.
+    public struct OwnAppend {
+        public let conversation: ConversationID
+        public let kind: RecordKind
+        public let epoch: EpochID
+        public let makePayload: (RecordHeader) throws -> [UInt8]
+
+        public init(
+            conversation: ConversationID, kind: RecordKind, epoch: EpochID,
+            makePayload: @escaping (RecordHeader) throws -> [UInt8]
+        ) {
+            self.conversation = conversation
+            self.kind = kind
+            self.epoch = epoch
+            self.makePayload = makePayload
+        }
+    }
+
+    /// Appends several own records in one write transaction — one commit, one fsync — each exactly as
+    /// `appendOwn(conversation:…)` would, in order (a later one depends on the earlier ones of its conversation).
+    /// Each goes in a savepoint of its own: one whose payload cannot be made (the rules refuse it) is left out and
+    /// reported, the others are written. Nothing is durable, and nothing may be sent, before this returns; if the
+    /// commit fails, it throws and none is written.
+    public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
+        -> [Result<NatterModel.Record, any Error>]
+    {
+        let (results, committed) = try writer.write { db in
+            var results = [Result<NatterModel.Record, any Error>]()
+            var committed: CacheEffects = ([], [])
+            for append in appends {
+                var record: NatterModel.Record?
+                do {
+                    try db.inSavepoint {
+                        // Read past the feed cache: it holds none of this transaction's earlier appends.
+                        let appended = try Self.appendOwn(
+                            append, createdAtMillis: createdAtMillis, identity: identity, feedCache: nil, in: db)
+                        record = appended.record
+                        committed.feeds += appended.committed.feeds
+                        committed.stored += appended.committed.stored
+                        return .commit
+                    }
+                    results.append(.success(record!))
+                } catch let error as DatabaseError {
+                    throw error  // the transaction itself failed: nothing is written
+                } catch {
+                    results.append(.failure(error))
+                }
+            }
+            return (results, committed)
+        }
+        feedCache.committed(feeds: committed.feeds, stored: committed.stored)
+        return results
+    }
+
+    /// Appends one own record inside the caller's write transaction; also returns what the feed cache learns once
+    /// the transaction commits. `feedCache`: read through it (nil when an earlier write of this transaction is not
+    /// in it).
+    private static func appendOwn(
+        _ append: OwnAppend, createdAtMillis: Int64, identity: IdentityKeyPair, feedCache: FeedCache?, in db: Database
+    ) throws -> (record: NatterModel.Record, committed: CacheEffects) {
+        let author = AuthorID(identity.publicKey)
+        let conversation = append.conversation
+        var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
+        let feeds = try session.liveFeeds(in: conversation)
+        let own: FeedState? = try session.feed(of: author, in: conversation)
+        if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
+            throw StoreError.ownFeedFrozen(conversation: conversation)
+        }
+        var dependencies = [AuthorID: UInt64]()
+        var lamport: UInt64 = 0
+        // Junk feeds are no dependency: a member who never held them (they are dropped everywhere) must apply this.
+        for (feedAuthor, feed) in feeds where feed.applied > 0 {
+            dependencies[feedAuthor] = feed.applied
+            lamport = max(lamport, feed.appliedLamport)
+        }
+        guard dependencies.count <= Limits.dependenciesMax else {
+            throw StoreError.tooManyAuthors(conversation: conversation, count: dependencies.count)
+        }
+        let sequence = (own?.stored ?? 0) + 1
+        let header = RecordHeader(
+            kind: append.kind, conversation: conversation, author: author, sequence: sequence,
+            previous: own?.storedHead ?? .none, epoch: append.epoch, lamport: lamport + 1,
+            createdAtMillis: createdAtMillis, dependencies: VectorClock(dependencies))
+        let record: NatterModel.Record
+        do {
+            record = try NatterModel.Record.sign(header: header, payload: try append.makePayload(header), by: identity)
+        } catch let error as RecordFormatError {
+            throw StoreError.invalidOwnRecord(error)
+        }
+        let outcome = try session.store(record)
+        _ = try session.finish()
+        precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
+        return (record, session.committed)
     }
 
     // MARK: - Reads

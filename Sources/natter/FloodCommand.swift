@@ -108,8 +108,7 @@ struct FloodCommand: AsyncParsableCommand {
                 let due = min(flood.count, Int((Double(rate) * elapsed).rounded(.up)))
                 if due > written {
                     let batch = Array(flood[written..<due])
-                    _ = try store.ingest(batch.map(\.bytes), receivedAtMillis: nowMillis())
-                    await node.publish(batch)
+                    try await node.inject(batch)
                     written = due
                 }
                 try await Task.sleep(for: Self.step)

@@ -133,25 +133,23 @@ enum NetworkBench {
         from node: Node, to receiver: AuthorID, reports: LatencyReports, messages: Int, pause: Duration
     ) async throws -> LatencyResult {
         // The sender needs the receiver's profile (its encryption key) before it can found the group.
-        let service = await node.conversations
-        let me = await node.identity.author
         let profileWait = ContinuousClock.now
-        while try service.profile(of: receiver) == nil {
+        while try await !node.read({ try $0.hasProfile(receiver) }) {
             guard ContinuousClock.now - profileWait < waitLimit else { throw BenchError("the nodes never linked") }
             try await Task.sleep(for: .milliseconds(10))
         }
-        let group = try service.createGroup(title: "bench", members: [receiver], now: nowMillis())
-        let founding = try service.store.appliedRecords(of: group).filter { $0.header.author == me }
-        await node.publish(founding)
-        for record in founding { _ = try await reports.wait("the founding records") { $0.applied[record.id] } }
+        let founding = try await node.author(.createGroup(title: "bench", members: [receiver]))
+        let group = founding.conversation
+        for record in founding.records {
+            _ = try await reports.wait("the founding records") { $0.applied[record.id] }
+        }
         var millis = [Double]()
         var durableMillis = [Double]()
         var appendMillis = [Double]()
         for number in 0..<messages {
             let start = monotonicNanos()
-            let record = try service.send("latency probe \(number)", in: group, now: nowMillis())
+            let record = try await node.author(.send("latency probe \(number)", in: group)).record
             appendMillis.append(Double(monotonicNanos() - start) / 1e6)
-            await node.publish([record])
             let arrival = try await reports.wait("probe \(number)") { $0.applied[record.id] }
             millis.append(Double(arrival - start) / 1e6)
             // The receiver syncs in the turn that stored it, before that turn's sends.

@@ -5,6 +5,7 @@ import NatterCrypto
 import NatterModel
 import NatterNetwork
 import NatterNode
+import NatterREPL
 import NatterStore
 import NatterTerminal
 import ServiceLifecycle
@@ -140,7 +141,6 @@ struct RunCommand: AsyncParsableCommand {
             node = try await Node(
                 store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered,
                 discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort), quotas: quotas)
-            try await node.conversations.refreshChanged()
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port
             if requested != 0 && node.port != requested {

@@ -31,15 +31,13 @@ struct DeferredSyncLoopbackTests {
         }
         await bob.node.observeSyncs { at in syncs.withLock { $0.append(at) } }
         let bobID = await bob.author
-        let service = await alice.node.conversations
-        #expect(try await eventually(seconds: 30) { try service.profile(of: bobID) != nil })
-        let bobStore = await bob.node.conversations.store
+        let aliceNode = alice.node
+        #expect(try await eventually(seconds: 30) { try await aliceNode.read { try $0.hasProfile(bobID) } })
         let marksBefore = try durabilityMarks(bob)
 
         var sent = [RecordID]()
         for index in 0..<10 {
-            let record = try service.sendDirect("durable \(index)", to: bobID, now: nowMillis())
-            await alice.node.publish([record])
+            let record = try await alice.node.author(.sendDirect("durable \(index)", to: bobID)).record
             sent.append(record.id)
             #expect(
                 try await eventually(seconds: 20) {
@@ -53,11 +51,12 @@ struct DeferredSyncLoopbackTests {
         for (index, at) in appliedAt.enumerated() {
             #expect(syncTimes.contains { $0 >= at }, "message \(index) was applied but never synced")
         }
-        #expect(!bobStore.hasDeferredCommits)
+        let durability = try await bob.node.durability()
+        #expect(!durability.deferredCommits)
         // The deferred path was taken (the durability mark moved once per sync), and the pragma was restored.
         let marksAfter = try durabilityMarks(bob)
         #expect(marksAfter - marksBefore >= 10, "marks \(marksBefore) → \(marksAfter)")
-        #expect(try bobStore.synchronousMode() == 2)
+        #expect(durability.synchronousMode == 2)
     }
 
     /// The durability mark's count of syncs, read by the `sqlite3` tool.

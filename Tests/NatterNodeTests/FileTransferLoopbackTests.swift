@@ -202,15 +202,12 @@ struct FileTransferLoopbackTests {
         try await aliceEvents.wait("the first link") { $0.contains { if case .caughtUp = $0 { true } else { false } } }
         try await bobEvents.wait("Bob caught up") { $0.contains { if case .caughtUp = $0 { true } else { false } } }
 
-        let service = await alice.conversations
-        let chat = try service.createGroup(title: "Files", members: [bobID], now: 10)
-        await alice.publish(try service.store.appliedRecords(of: chat))
+        let chat = try await alice.author(.createGroup(title: "Files", members: [bobID])).conversation
         var random = SeededGenerator(seed: 73)
         let data = random.bytes(Int(FileLimits.sendBytesDefault))
         let message = try await alice.sendFile(data, name: "sixteen.bin", in: chat)
-        let bobService = await bob.conversations
         try await waitFor("the file message at Bob", deadline: 60, interval: .milliseconds(10)) {
-            try bobService.fileDescriptor(of: message, in: chat) != nil
+            try await bob.read { try $0.fileStatus(of: message, in: chat) } != nil
         }
         let peerDownsBefore = bobEvents.all.filter { if case .peerDown = $0 { true } else { false } }.count
 

@@ -16,7 +16,7 @@
 // flood's ingest turns shows in the chat's latency (docs/performance.md).
 import Foundation
 import NatterModel
-import NatterNode
+@testable import NatterNode
 import NatterStore
 import NatterTestSupport
 import Testing
@@ -39,8 +39,8 @@ struct FloodLoopbackTests {
 
     /// Relay-only bytes and conversations a node's store holds now.
     func relayUsage(_ node: RecordedNode) async throws -> (bytes: Int, conversations: Int) {
-        let store = await node.node.conversations.store
-        let usage = try store.relayUsage(member: await node.author)
+        let author = await node.author
+        let usage = try await node.node.inspectStore { try $0.relayUsage(member: author) }
         return (usage.reduce(0) { $0 + $1.bytes }, usage.count)
     }
 
@@ -48,14 +48,13 @@ struct FloodLoopbackTests {
     func latency(_ text: String, from alice: RecordedNode, to bob: RecordedNode, chat: ConversationID) async throws
         -> Duration
     {
-        let service = await alice.node.conversations
-        let bobService = await bob.node.conversations
         let bobID = await bob.author
         let sent = ContinuousClock.now
-        await alice.node.publish([try service.sendDirect(text, to: bobID, now: nowMillis())])
+        try await alice.node.author(.sendDirect(text, to: bobID))
         let deadline = sent + .seconds(20)
         while ContinuousClock.now < deadline {
-            if try bobService.history(chat, limit: 5).contains(where: { $0.text == text }) {
+            let recent = try await bob.node.read { try $0.conversationList().first { $0.id == chat }?.preview }
+            if recent == text {
                 return ContinuousClock.now - sent
             }
             try await Task.sleep(for: .milliseconds(2))
@@ -105,9 +104,9 @@ struct FloodLoopbackTests {
         let members = [alice, relay, bob]
         defer { Task { for node in members { await node.stop() } } }
         let bobID = await bob.author
-        let service = await alice.node.conversations
-        #expect(try await eventually(seconds: 30) { try service.profile(of: bobID) != nil })
-        let chat = try service.directConversationID(with: bobID)
+        let aliceNode = alice.node
+        #expect(try await eventually(seconds: 30) { try await aliceNode.read { try $0.hasProfile(bobID) } })
+        let chat = try await aliceNode.read { try $0.directConversationID(with: bobID) }
         _ = try await latency("hello", from: alice, to: bob, chat: chat)
 
         // Normal: the chat's latency through the relay, with nothing else going on.
@@ -182,11 +181,14 @@ struct FloodLoopbackTests {
         var junkHeld = [Int]()
         let chatMembers: Set = [await alice.author, bobID]
         for node in [alice, bob] {
-            let store = await node.node.conversations.store
-            let junk = try store.feeds(of: chat).filter(\.isJunk)
-            junkHeld.append(
-                try junk.reduce(0) { $0 + (try store.recordBytes(conversation: chat, author: $1.author, from: 1, limit: 1_000_000).count) })
-            let throwaway = try store.feeds(of: chat).filter { !chatMembers.contains($0.author) }
+            let (junk, bytes, throwaway) = try await node.node.inspectStore { store in
+                let junk = try store.feeds(of: chat).filter(\.isJunk)
+                let bytes = try junk.reduce(0) {
+                    $0 + (try store.recordBytes(conversation: chat, author: $1.author, from: 1, limit: 1_000_000).count)
+                }
+                return (junk, bytes, try store.feeds(of: chat).filter { !chatMembers.contains($0.author) })
+            }
+            junkHeld.append(bytes)
             #expect(throwaway.allSatisfy { $0.isJunk }, "every throwaway author's feed a member holds is a junk feed")
             #expect(
                 (1...throwawayAuthors).contains(junk.count),
@@ -229,6 +231,7 @@ struct FloodLoopbackTests {
             median(underFlood) <= median(normal) * 2 + .milliseconds(50),
             "normal \(median(normal)), under flood \(median(underFlood))")
         #expect(underFlood.max()! <= .milliseconds(2_500), "longest under flood \(underFlood.max()!)")
-        #expect(try await bob.node.conversations.history(chat, limit: 1).last?.text == "flood \(index - 1)")
+        let last = try await bob.node.read { try $0.conversationList().first { $0.id == chat }?.preview }
+        #expect(last == "flood \(index - 1)")
     }
 }

@@ -10,6 +10,7 @@ import NatterStore
 import NatterTestSupport
 import Testing
 
+@testable import NatterREPL
 @testable import natter
 
 func featureRoot() -> String {

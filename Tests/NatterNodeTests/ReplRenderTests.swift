@@ -7,6 +7,7 @@ import NatterCrypto
 import Testing
 
 @testable import NatterModel
+@testable import NatterREPL
 @testable import natter
 
 /// Wednesday 17 October 2029, 14:05:00 in Europe/Berlin (12:05 UTC).
@@ -130,7 +131,8 @@ struct ReplRenderTests {
             RecordID(bytes: Hex.decode(hex + String(repeating: "0", count: 64 - hex.count))!)
         }
         let ids = [id("abcd01"), id("abcd02"), id("1234"), id("abce")]
-        let labels = Refs.labels(ids)
+        let book = RefBook(ids)
+        let labels = Dictionary(uniqueKeysWithValues: ids.map { ($0, book.label(of: $0)) })
         #expect(labels[ids[0]] == "abcd01")
         #expect(labels[ids[1]] == "abcd02")
         #expect(labels[ids[2]] == "1234")

@@ -10,6 +10,7 @@ import NatterStore
 import Synchronization
 import Testing
 
+@testable import NatterREPL
 @testable import natter
 
 /// A console that keeps what the session prints.
@@ -40,6 +41,14 @@ final class ReplNode: Sendable {
     let tasks: Mutex<[Task<Void, Never>]> = Mutex([])
     let name: String
 
+    /// Receipts written sooner than a person's node would: tests wait for them.
+    static var receipts: ReceiptConfiguration {
+        var receipts = ReceiptConfiguration()
+        receipts.delay = .milliseconds(20)
+        receipts.interval = .milliseconds(20)
+        return receipts
+    }
+
     /// `configure` adjusts the session's options (tests of notices, typing and rates); sends are not rate-limited
     /// unless it sets a rate.
     init(
@@ -51,10 +60,9 @@ final class ReplNode: Sendable {
         node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0),
-            peers: peers.map { PeerAddress(host: "127.0.0.1", port: $0) }, discovery: nil)
+            peers: peers.map { PeerAddress(host: "127.0.0.1", port: $0) }, discovery: nil, receipts: Self.receipts)
         var options = ReplSession.Options()
         options.timeZone = TimeZone(identifier: "UTC")!
-        options.receiptDelay = .milliseconds(20)
         options.sendRate = nil
         configure(&options)
         session = await ReplSession(

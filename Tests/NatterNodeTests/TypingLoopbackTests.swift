@@ -101,25 +101,20 @@ struct TypingLoopbackTests {
         let (aliceID, bobID) = (await alice.author, await bob.author)
 
         // A direct chat, founded by Alice once Bob's profile reached her through the relay.
-        let service = await alice.node.conversations
+        let (aliceNode, bobNode) = (alice.node, bob.node)
         // Setup, not a timing target: generous for a loaded machine running the whole suite.
-        #expect(try await eventually(seconds: 30) { try service.profile(of: bobID) != nil })
-        let chat = try service.directConversationID(with: bobID)
-        _ = try service.sendDirect("hello", to: bobID, now: nowMillis())
-        await alice.node.publish(try service.store.appliedRecords(of: chat))
-        let bobService = await bob.node.conversations
-        #expect(try await eventually { try bobService.history(chat).last?.text == "hello" })
+        #expect(try await eventually(seconds: 30) { try await aliceNode.read { try $0.hasProfile(bobID) } })
+        let chat = try await aliceNode.read { try $0.directConversationID(with: bobID) }
+        try await aliceNode.author(.sendDirect("hello", to: bobID))
+        func lastText() async throws -> String? {
+            try await bobNode.read { try $0.conversationList().first { $0.id == chat }?.preview }
+        }
+        #expect(try await eventually { try await lastText() == "hello" })
         // The same path's delivery time for a message, measured now: on a machine so loaded that a message takes
         // over 100 ms, typing is held to twice that instead of 200 ms (wall-clock gates swing with load).
         let sent = ContinuousClock.now
-        _ = try service.sendDirect("ping", to: bobID, now: nowMillis())
-        await alice.node.publish(try service.store.appliedRecords(of: chat))
-        #expect(
-            try await eventually {
-                try bobService.snapshot(of: chat).state.timeline.contains {
-                    if case .message(let message) = $0 { message.text == "ping" } else { false }
-                }
-            })
+        try await aliceNode.author(.sendDirect("ping", to: bobID))
+        #expect(try await eventually { try await lastText() == "ping" })
         let messageLatency = ContinuousClock.now - sent
         // Let every sync settle (receipts, relaying) before the databases are read: two dumps 300 ms apart agree.
         var before = try nodes.map { try $0.dump() }

@@ -63,7 +63,7 @@ struct ConversationSettingsTests {
         try alice.conversations.send("are you there?", in: chat, now: alice.tick())
         try bob.pull(from: alice)
         let changes = try bob.conversations.refreshChanged()
-        #expect(changes[chat]?.added.count == 1)
+        #expect(changes.deltas[chat]?.lines.filter { $0.kind == .new }.count == 1)
         let row = try #require(try bob.conversations.conversationList().first { $0.id == chat })
         #expect(!row.archived && row.unread == 2)
         #expect(try bob.conversations.totalUnread() == 2)

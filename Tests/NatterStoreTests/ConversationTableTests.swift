@@ -53,11 +53,11 @@ struct ConversationTableTests {
         let group = try alice.conversations.createGroup(title: "Plans", members: [bob.id], now: alice.tick())
         for n in 0..<3 { try alice.conversations.send("early \(n)", in: group, now: alice.tick()) }
         try relay.pull(from: alice)
-        #expect(try relay.conversations.refreshChanged()[group] != nil, "the first refresh derives it in full")
+        #expect(try relay.conversations.refreshChanged().deltas[group] != nil, "the first refresh derives it in full")
         let checked = try #require(relay.conversations.keyless.withLock { $0[group] }, "no key: remembered")
         for n in 0..<40 { try alice.conversations.send("later \(n)", in: group, now: alice.tick()) }
         try relay.pull(from: alice)
-        #expect(try relay.conversations.refreshChanged()[group] == nil, "nothing to show, nothing reported")
+        #expect(try relay.conversations.refreshChanged().deltas[group] == nil, "nothing to show, nothing reported")
         let read = relay.conversations.caches.withLock { $0[group]?.applied[alice.id] ?? 0 }
         let applied = try relay.store.feeds(of: group).first { $0.author == alice.id }!.applied
         #expect(read < applied, "the 40 messages were not read")
@@ -68,7 +68,7 @@ struct ConversationTableTests {
         // Invited: the commit with its slot opens the key, and the whole history shows.
         try alice.conversations.add([relay.id], to: group, now: alice.tick())
         try relay.pull(from: alice)
-        #expect(try relay.conversations.refreshChanged()[group] != nil)
+        #expect(try relay.conversations.refreshChanged().deltas[group] != nil)
         #expect(relay.conversations.keyless.withLock { $0[group] } == nil)
         #expect(try relay.conversations.conversationList().map(\.id) == [group])
         #expect(try relay.texts(group) == (0..<3).map { "early \($0)" } + (0..<40).map { "later \($0)" })
@@ -150,11 +150,11 @@ extension ConversationTableTests {
         // Bob's node "crashes" before refreshing: a fresh service on the same store catches up from the marks.
         let restarted = Conversations(store: bob.store, identity: bob.identity)
         let changes = try restarted.refreshChanged()
-        #expect(changes[chat]?.added.count == 2)
+        #expect(changes.deltas[chat]?.lines.filter { $0.kind == .new }.count == 2)
         #expect(try restarted.history(chat).last?.text == "deploy at noon")
-        #expect(try restarted.refreshChanged().isEmpty)
+        #expect(try restarted.refreshChanged().deltas.isEmpty)
         try bob.pull(from: alice)  // nothing new: nothing marked
-        #expect(try restarted.refreshChanged().isEmpty)
+        #expect(try restarted.refreshChanged().deltas.isEmpty)
     }
 }
 

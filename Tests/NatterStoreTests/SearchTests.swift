@@ -82,7 +82,7 @@ struct SearchTests {
         try bob.conversations.refresh(chat)
         #expect(try bob.conversations.search("words").map(\.message) == [line.id])
         try bob.pull(from: alice)
-        #expect(try bob.conversations.refresh(chat).retracted == [line.id])
+        #expect(try bob.conversations.refresh(chat).lines.filter { $0.kind == .retracted }.map(\.line.id) == [line.id])
         #expect(try bob.conversations.search("words").isEmpty)
         #expect(try bob.conversations.search("last", in: chat).isEmpty)
     }
@@ -188,9 +188,12 @@ struct SearchTests {
             try db.execute(sql: "DELETE FROM search_document")
             try db.execute(sql: "DELETE FROM timeline")
         }
-        try bob.conversations.refresh(chat)
+        // A node that starts again (no memory of what it wrote) refreshes every row and restores them. (While it
+        // runs, rows deleted by hand are not noticed: its refresh only writes what changed.)
+        let restarted = Conversations(store: bob.store, identity: bob.identity)
+        try restarted.refresh(chat)
         #expect(try documents(bob.store) == before)
-        #expect(try bob.conversations.search("draft").map(\.message) == [line.id])
+        #expect(try restarted.search("draft").map(\.message) == [line.id])
         // FTS5's own consistency check of the index against its content table.
         try bob.store.writer.write { db in
             try db.execute(sql: "INSERT INTO message_search (message_search, rank) VALUES ('integrity-check', 1)")
@@ -269,6 +272,16 @@ struct SearchMigrationTests {
             let indexes = try String.fetchAll(
                 db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
             for index in indexes where !keptIndexes.contains(index) { try db.execute(sql: "DROP INDEX \(index)") }
+            // Columns later migrations renamed (v13's `conversation.written`, once `digest`): named back.
+            for table in keptTables.sorted() where try db.tableExists(table) {
+                let olderColumns = try older.read { old in Set(try old.columns(in: table).map(\.name)) }
+                let columns = Set(try db.columns(in: table).map(\.name))
+                let added = columns.subtracting(olderColumns)
+                let missing = olderColumns.subtracting(columns)
+                if added.count == 1, missing.count == 1 {
+                    try db.execute(sql: "ALTER TABLE \(table) RENAME COLUMN \(added.first!) TO \(missing.first!)")
+                }
+            }
             // Columns later migrations added to tables the older schema has (v7's `feed.junk`).
             for table in keptTables.sorted() where try db.tableExists(table) {
                 let olderColumns = try older.read { old in Set(try old.columns(in: table).map(\.name)) }

@@ -31,6 +31,23 @@ public struct ChangeCursor: Sendable {
     let count: Int
 }
 
+/// One entry of a `ConversationEngine`'s change log: a line and what happened to it.
+public struct LineTouch: Hashable, Sendable {
+    public enum Change: Hashable, Sendable {
+        /// A timeline item (message or system line) was created.
+        case created
+        case edited
+        case deleted
+        /// A message became invalid through a late record (a concurrent removal of its author): retracted.
+        case retracted
+        /// This person's reaction to the message changed (set, replaced or removed).
+        case reaction(AuthorID)
+    }
+
+    public let id: RecordID
+    public let change: Change
+}
+
 /// The identity of an engine and of the copies made from it (a reference: never reused while a cursor holds it).
 final class EngineLineage: Sendable {}
 
@@ -60,9 +77,10 @@ public struct ConversationEngine: Sendable {
         ChangeCursor(lineage: lineage, rebuilds: rebuilds, count: derivation.touched.count)
     }
 
-    /// The lines created or changed since `cursor` (ids of timeline items, retracted messages, and messages whose
-    /// reactions changed; repeats possible), or nil when the engine re-derived since: then anything may have changed.
-    public func changes(since cursor: ChangeCursor) -> ArraySlice<RecordID>? {
+    /// The lines created or changed since `cursor`, in the order it happened (timeline items created, edited or
+    /// deleted, retracted messages, and messages whose reactions changed; repeats possible), or nil when the engine
+    /// re-derived since: then anything may have changed.
+    public func changes(since cursor: ChangeCursor) -> ArraySlice<LineTouch>? {
         guard cursor.lineage === lineage, cursor.rebuilds == rebuilds, cursor.count <= derivation.touched.count
         else { return nil }
         return derivation.touched[cursor.count...]
@@ -250,7 +268,7 @@ struct Derivation: Sendable {
     /// Every line this derivation created or changed, in order, with repeats: new items, edits and deletions,
     /// reaction changes (by message) and retracted messages. A reader that remembers how far it read learns what
     /// changed since (`ConversationEngine.changes(since:)`).
-    private(set) var touched: [RecordID] = []
+    private(set) var touched: [LineTouch] = []
     /// How many of `valid` and `contentValid` the receipts were computed over: both only grow, and receipts are
     /// merges (pointwise maxima) and appends in `contentValid` order, so a batch adds only its own.
     private var receiptsThrough = (controls: 0, content: 0)
@@ -321,7 +339,7 @@ struct Derivation: Sendable {
         // The timeline follows `order`: items this batch changed (the log's new entries that name an item already
         // there) are rewritten in place, new ones appended (a batch comes after everything processed, so its items
         // sort last) — not the whole timeline copied per batch.
-        for id in Set(touched[touchedBefore...]) {
+        for id in Set(touched[touchedBefore...].map(\.id)) {
             if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
         }
         state.timeline += added.map { state.items[$0.id]! }
@@ -387,7 +405,7 @@ struct Derivation: Sendable {
             state.timeline.replaceSubrange(start..., with: tailTimeline)
             for index in start..<order.count { orderIndex[order[index].id] = index }
         }
-        for id in Set(touched[touchedBefore...]) {
+        for id in Set(touched[touchedBefore...].map(\.id)) {
             if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
         }
         assert(state.timeline.count == order.count, "the timeline mirrors the order")
@@ -479,7 +497,7 @@ struct Derivation: Sendable {
                     id: entry.id, author: entry.author, position: entry.position,
                     displayedAtMillis: displayed[entry.id]!,
                     change: change)))
-        touched.append(entry.id)
+        touched.append(LineTouch(id: entry.id, change: .created))
     }
 
     func resultingRoster(_ before: GroupFold, _ entry: ConversationEntry, _ operation: ControlOperation) -> Set<
@@ -630,7 +648,7 @@ struct Derivation: Sendable {
             state.rejected[entry.id] = reason
             if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
                 state.retracted[entry.id] = message
-                touched.append(entry.id)
+                touched.append(LineTouch(id: entry.id, change: .retracted))
             }
             return
         }
@@ -640,15 +658,17 @@ struct Derivation: Sendable {
         case .message, .file:
             state.recipientsAtSend[entry.id] = before.members.keys.filter { $0 != entry.author }.sorted()
             state.items[entry.id] = .message(newMessage(entry, operation)!)
-            touched.append(entry.id)
+            // A feed's records are processed in sequence order, so each author's list stays ascending.
+            state.messageSequences[entry.author, default: []].append(entry.header.sequence)
+            touched.append(LineTouch(id: entry.id, change: .created))
         case .edit(let target, let text):
-            updateMessage(target) { message in
+            updateMessage(target, .edited) { message in
                 message.versions.append(text)
                 if message.versions.count > ConversationLimits.editVersionsMax { message.versions.removeFirst() }
                 message.editCount += 1
             }
         case .delete(let target):
-            updateMessage(target) { message in
+            updateMessage(target, .deleted) { message in
                 message.deleted = true
                 message.versions = []
                 message.file = nil
@@ -657,12 +677,12 @@ struct Derivation: Sendable {
         case .react(let target, let reaction):
             if state.message(target)?.deleted == false {
                 state.reactions[target, default: [:]][entry.author] = reaction
-                touched.append(target)
+                touched.append(LineTouch(id: target, change: .reaction(entry.author)))
             }
         case .unreact(let target):
             state.reactions[target]?[entry.author] = nil
             if state.reactions[target]?.isEmpty == true { state.reactions[target] = nil }
-            touched.append(target)
+            touched.append(LineTouch(id: target, change: .reaction(entry.author)))
         case .receipt:
             break
         }
@@ -682,11 +702,11 @@ struct Derivation: Sendable {
             file: file)
     }
 
-    mutating func updateMessage(_ id: RecordID, _ change: (inout TimelineMessage) -> Void) {
+    mutating func updateMessage(_ id: RecordID, _ kind: LineTouch.Change, _ change: (inout TimelineMessage) -> Void) {
         guard case .message(var message) = state.items[id] else { return }
         change(&message)
         state.items[id] = .message(message)
-        touched.append(id)
+        touched.append(LineTouch(id: id, change: kind))
     }
 
     mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)

@@ -140,6 +140,9 @@ public struct ConversationState: Hashable, Sendable {
     var recipientsAtSend: [RecordID: [AuthorID]] = [:]
     /// Each reader's receipts: what they covered, and when (displayed time).
     var readReceipts: [AuthorID: [(readUpTo: VectorClock, atMillis: Int64)]] = [:]
+    /// The sequence numbers of each author's valid messages, ascending: unread counts and the need for a receipt
+    /// come from these and the receipts in O(authors · log messages), without reading the timeline.
+    var messageSequences: [AuthorID: [UInt64]] = [:]
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.kind == rhs.kind && lhs.title == rhs.title && lhs.creator == rhs.creator && lhs.members == rhs.members

@@ -8,7 +8,7 @@ import Glibc
 /// and writes standard output (scripts, pipes, and terminals where the line editor cannot open); `EditorConsole`
 /// (the libedit line editor of `NatterTerminal`) plugs in here for interactive use (printing above a half-typed
 /// line, history, completion, typing detection).
-protocol Console: Sendable {
+public protocol Console: Sendable {
     /// Command lines as the person (or script) enters them; finishes at end of input.
     var lines: AsyncStream<String> { get }
     /// Prints one line of output (above the prompt when interactive).
@@ -23,11 +23,11 @@ protocol Console: Sendable {
 
 /// Standard input line by line, standard output and error as they are. Used for scripts, and in a terminal where
 /// the line editor cannot open (with a plain prompt).
-final class PlainConsole: Console {
-    let lines: AsyncStream<String>
+public final class PlainConsole: Console {
+    public let lines: AsyncStream<String>
     private let interactive: Bool
 
-    init(interactive: Bool) {
+    public init(interactive: Bool) {
         self.interactive = interactive
         // A plain read(2) loop on its own thread: each line is handed over as soon as it arrives.
         lines = AsyncStream<String> { continuation in
@@ -50,20 +50,20 @@ final class PlainConsole: Console {
         }
     }
 
-    func show(_ line: String) {
+    public func show(_ line: String) {
         Self.write(1, line + "\n")
     }
 
-    func showError(_ line: String) {
+    public func showError(_ line: String) {
         Self.write(interactive ? 1 : 2, line + "\n")
     }
 
-    func setPrompt(_ prompt: String) {
+    public func setPrompt(_ prompt: String) {
         guard interactive else { return }
         Self.write(1, prompt)
     }
 
-    func addHistory(_ line: String) {}
+    public func addHistory(_ line: String) {}
 
     private static func write(_ descriptor: Int32, _ text: String) {
         var bytes = Array(text.utf8)

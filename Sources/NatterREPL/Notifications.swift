@@ -136,16 +136,21 @@ enum MuteDuration {
 /// The REPL's send rate (SPEC F16): record-writing commands (messages, replies, edits, reactions, membership) per
 /// second, with a burst. Beyond it a command fails with "Please slow down"; `natter run --send-rate N` raises it
 /// for scripts and benchmarks (`0`: no limit).
-struct SendRate: Sendable, Equatable {
-    var perSecond: Double
-    var burst: Int
+public struct SendRate: Sendable, Equatable {
+    public var perSecond: Double
+    public var burst: Int
+
+    public init(perSecond: Double, burst: Int) {
+        self.perSecond = perSecond
+        self.burst = burst
+    }
 
     /// A person sends far less than one line a second; a paste of up to 20 lines goes through at once; a runaway
     /// paste or script is stopped after 20 and then allowed 4 a second.
-    static let interactiveDefault = SendRate(perSecond: 4, burst: 20)
+    public static let interactiveDefault = SendRate(perSecond: 4, burst: 20)
 
     /// `--send-rate N`: N a second with a burst of N (at least the default burst); 0 is no limit (nil).
-    static func fromOption(_ perSecond: Double) -> SendRate? {
+    public static func fromOption(_ perSecond: Double) -> SendRate? {
         perSecond == 0 ? nil : SendRate(perSecond: perSecond, burst: max(interactiveDefault.burst, Int(perSecond)))
     }
 }

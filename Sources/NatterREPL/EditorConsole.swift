@@ -1,20 +1,20 @@
-import Foundation
-import NatterTerminal
+public import Foundation
+public import NatterTerminal
 import Synchronization
 
 /// The interactive console: libedit's line editor (`NatterTerminal.LineEditor`) — line editing, history across
 /// restarts, Tab completion, and output printed above the prompt without disturbing a half-typed line.
-final class EditorConsole: Console {
+public final class EditorConsole: Console {
     private let editor: LineEditor
     /// The REPL session answers completions and typing reports; it exists only after the console (it reads from it).
     private let completer = CompleterSlot()
 
-    var lines: AsyncStream<String> { editor.lines }
+    public var lines: AsyncStream<String> { editor.lines }
     /// The edit buffer whenever it changes (only the newest is kept; "" after Enter): for typing indicators.
-    var drafts: AsyncStream<String> { editor.bufferChanges }
+    public var drafts: AsyncStream<String> { editor.bufferChanges }
 
     /// Opens the editor on the terminal; `historyFile` keeps commands only (the session decides what goes in).
-    init(historyFile: URL) throws(LineEditorError) {
+    public init(historyFile: URL) throws(LineEditorError) {
         let slot = completer
         editor = try LineEditor(prompt: "> ", historyFile: historyFile, historyLimit: Self.historyLimit) {
             line, word in
@@ -26,17 +26,17 @@ final class EditorConsole: Console {
     static let historyLimit = 1_000
 
     /// Connects Tab completion to the session once it exists.
-    func setCompleter(_ complete: @escaping @Sendable (String, String) -> [String]) {
+    public func setCompleter(_ complete: @escaping @Sendable (String, String) -> [String]) {
         completer.complete.withLock { $0 = complete }
     }
 
-    func show(_ line: String) { editor.printAbove(line) }
-    func showError(_ line: String) { editor.printAbove(line) }
-    func setPrompt(_ prompt: String) { editor.setPrompt(prompt) }
-    func addHistory(_ line: String) { editor.addHistory(line) }
+    public func show(_ line: String) { editor.printAbove(line) }
+    public func showError(_ line: String) { editor.printAbove(line) }
+    public func setPrompt(_ prompt: String) { editor.setPrompt(prompt) }
+    public func addHistory(_ line: String) { editor.addHistory(line) }
 
     /// Restores the terminal.
-    func close() {
+    public func close() {
         editor.close()
     }
 }

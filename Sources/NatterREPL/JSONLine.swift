@@ -1,6 +1,6 @@
 /// A JSON value with its keys in a fixed order, encoded on one line: what `--json` prints per event
 /// (docs/cli.md has the schema).
-indirect enum JSON: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+public indirect enum JSON: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByBooleanLiteral
 {
     case string(String)
@@ -10,17 +10,17 @@ indirect enum JSON: Sendable, Equatable, ExpressibleByStringLiteral, Expressible
     case array([JSON])
     case object([(String, JSON)])
 
-    init(stringLiteral value: String) { self = .string(value) }
-    init(integerLiteral value: Int64) { self = .int(value) }
-    init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
 
-    static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.encoded == rhs.encoded }
+    public static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.encoded == rhs.encoded }
 
     /// An optional string: `null` when absent.
-    static func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+    public static func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
 
     /// Compact JSON on one line; every control character in strings escaped, so a line can never break.
-    var encoded: String {
+    public var encoded: String {
         switch self {
         case .string(let text): return Self.quote(text)
         case .int(let number): return String(number)

@@ -4,9 +4,9 @@ import NatterModel
 
 /// Rendering of text from the network: control characters and bidirectional overrides escaped, continuation lines
 /// indented so a message cannot forge another line (SPEC "REPL").
-enum Safe {
+public enum Safe {
     /// One line: every control character (newline included) and every bidirectional override or isolate escaped.
-    static func line(_ text: String) -> String {
+    public static func line(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {
             if isDangerous(scalar) {
@@ -376,27 +376,5 @@ enum FlagName {
 
     static func parse(_ word: String) -> MemberFlags? {
         all.first { $0.0 == word.lowercased() || "can-\($0.0)" == word.lowercased() }?.1
-    }
-}
-
-/// Short, stable labels for the lines of a conversation: the shortest prefix of the record id's hex (at least
-/// four digits) that no other line of the conversation shares. A label changes only if a line with the same
-/// prefix arrives later (about one in 65,536 per pair).
-enum Refs {
-    static let digitsMin = 4
-
-    static func labels(_ ids: [RecordID]) -> [RecordID: String] {
-        let hexes = ids.map(\.hex).sorted()
-        var labels = [RecordID: String]()
-        for id in ids {
-            let hex = id.hex
-            guard let index = hexes.firstIndex(of: hex) else { continue }
-            var shared = 0
-            for neighbour in [index - 1, index + 1] where hexes.indices.contains(neighbour) {
-                shared = max(shared, zip(hex, hexes[neighbour]).prefix { $0 == $1 }.count)
-            }
-            labels[id] = String(hex.prefix(max(digitsMin, shared + 1)))
-        }
-        return labels
     }
 }

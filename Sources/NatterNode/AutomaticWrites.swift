@@ -1,0 +1,105 @@
+import NatterModel
+import NatterStore
+
+/// When this node writes on its own, as policy (SPEC F7, F8; DESIGN §4): delivered and read receipts, and the
+/// re-keys the rules make its duty. The same for a headless node, the lab and the REPL, since the core decides.
+public struct ReceiptConfiguration: Sendable, Equatable {
+    /// Whether the node writes receipts and due re-keys at all (the lab's "messages only" setting turns it off).
+    public var enabled = true
+    /// The wait after the first message that calls for a receipt, so that one receipt covers a burst.
+    public var delay: Duration = .milliseconds(150)
+    /// The least time between two receipts of one conversation while messages keep arriving: a receipt is a marker
+    /// ("up to here"), so one per interval covers every message of it.
+    public var interval: Duration = .milliseconds(150)
+    /// The wait before a re-key this node is due to make (after a leave, or concurrent commits).
+    public var rekeyDelay: Duration = .milliseconds(150)
+
+    public init() {}
+}
+
+/// The timing of the node's own automatic writes, as a pure machine: needs in (a conversation has messages past
+/// this node's marks; the rules name this node to re-key), with the time; due writes out (`take`). A receipt that
+/// is needed again within `interval` of the last one waits for the interval's end, so receipts per conversation
+/// stay bounded however fast messages arrive; "read" covers "delivered" (its dependencies carry what the node
+/// holds), so a conversation being viewed gets one receipt, not two.
+struct AutomaticWrites {
+    private struct Due {
+        var at: Duration
+        var read = false
+        var delivered = false
+        var rekey = false
+    }
+
+    /// The most conversations with a write due: a bound on the memory (beyond it, needs wait for the next refresh
+    /// that names them; a node is rarely a member of this many conversations at once).
+    static let conversationsMax = 4_096
+
+    let configuration: ReceiptConfiguration
+    private var due: [ConversationID: Due] = [:]
+    /// When the last receipt of each conversation was written (entries older than `interval` are dropped).
+    private var lastReceipt: [ConversationID: Duration] = [:]
+
+    init(configuration: ReceiptConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// When the next write is due.
+    var nextDeadline: Duration? { due.values.map(\.at).min() }
+
+    /// A receipt is needed in `conversation` (`read` when its user views it, else "delivered").
+    mutating func receiptNeeded(in conversation: ConversationID, read: Bool, now: Duration) {
+        guard configuration.enabled else { return }
+        var at = now + configuration.delay
+        if let last = lastReceipt[conversation] { at = max(at, last + configuration.interval) }
+        guard var entry = due[conversation] ?? (due.count < Self.conversationsMax ? Due(at: at) : nil) else { return }
+        if read { entry.read = true } else { entry.delivered = true }
+        entry.at = min(entry.at, at)
+        due[conversation] = entry
+    }
+
+    /// The rules make it this node's duty to re-key `conversation`.
+    mutating func rekeyNeeded(in conversation: ConversationID, now: Duration) {
+        guard configuration.enabled else { return }
+        let at = now + configuration.rekeyDelay
+        guard var entry = due[conversation] ?? (due.count < Self.conversationsMax ? Due(at: at) : nil) else { return }
+        entry.rekey = true
+        entry.at = min(entry.at, at)
+        due[conversation] = entry
+    }
+
+    /// This node wrote a record in `conversation` at `now`: its dependencies say what it holds, so a due
+    /// "delivered" is covered; a read receipt covers "read" too.
+    mutating func wrote(in conversation: ConversationID, readReceipt: Bool, now: Duration) {
+        guard var entry = due[conversation] else {
+            if readReceipt { lastReceipt[conversation] = now }
+            return
+        }
+        entry.delivered = false
+        if readReceipt {
+            entry.read = false
+            lastReceipt[conversation] = now
+        }
+        due[conversation] = entry.read || entry.rekey ? entry : nil
+    }
+
+    /// The writes due at `now` (`all`: every one scheduled, as a node stops), in a fixed order (re-keys first: a receipt written after them uses the new epoch),
+    /// each conversation at most one receipt.
+    mutating func take(now: Duration, all: Bool = false) -> [ConversationIntent] {
+        let ready = due.filter { all || $0.value.at <= now }.keys.sorted()
+        guard !ready.isEmpty else { return [] }
+        var rekeys = [ConversationIntent]()
+        var receipts = [ConversationIntent]()
+        for conversation in ready {
+            let entry = due.removeValue(forKey: conversation)!
+            if entry.rekey { rekeys.append(.rekey(conversation)) }
+            if entry.read {
+                receipts.append(.markRead(conversation))
+            } else if entry.delivered {
+                receipts.append(.markDelivered(conversation))
+            }
+            if entry.read || entry.delivered { lastReceipt[conversation] = now }
+        }
+        lastReceipt = lastReceipt.filter { now - $0.value < configuration.interval }
+        return rekeys + receipts
+    }
+}

@@ -1,0 +1,281 @@
+import NatterCrypto
+import NatterModel
+import NatterSync
+
+/// The node's links, each in its phase: the Noise handshake, then an established link with its secure channel and
+/// sync session. It owns the one-link-per-peer rule, what goes on the wire of a link (every application message is
+/// sealed here) and how a link ends (goodbye, close, events); `NodeCore` decides what to do with what a link brings.
+///
+/// Pure bookkeeping: time arrives as `now`, nothing here reads a clock or does I/O.
+struct LinkTable {
+    /// An established link: who is on the other end, its channel and its session.
+    struct Established {
+        let peer: AuthorID
+        /// Who dialled this link: decides which link survives when both sides dialled at once.
+        let initiatedBy: AuthorID
+        var channel: SecureChannel
+        var session: SyncSession<StoreRecordSource>
+        /// How long the handshake took (one to two round trips): the scale of the link's grace period.
+        let handshake: Duration
+        /// Whether either side is leaving the link (LEAVING sent or received): it supplies no feed any more and
+        /// takes no new parent role; the other links were grafted for what it supplied.
+        var leaving = false
+        /// When this side closes the link it is leaving (nil: not leaving it, or the peer is the one leaving).
+        var closeAt: Duration?
+    }
+
+    private enum Link {
+        case handshaking(LinkHandshake, openedAt: Duration)
+        case established(Established)
+    }
+
+    /// What a finished handshake means for the link table (`admit`).
+    enum Completion {
+        /// The link is to be established; `replaced` is an older link to the same peer it replaces (forgotten here).
+        case established(replaced: LinkID?)
+        /// A link to this node's own identity (it dialled itself, e.g. through its own beacon).
+        case connectedToItself
+        /// The peer is refused (banned or blocked): closed without an event.
+        case refused
+        /// Both sides dialled: the other link is kept, this one closed without an event.
+        case duplicate
+    }
+
+    private var links: [LinkID: Link] = [:]
+    private var roles: [LinkID: LinkHandshake.Role] = [:]
+    /// Application messages sent, by kind (`SyncFrameKind.name(of:)`), since the table was made.
+    private(set) var messagesSentByKind: [String: Int] = [:]
+
+    // MARK: - Reading
+
+    /// Peers with an established link, and the link.
+    var connectedPeers: [AuthorID: LinkID] {
+        var peers = [AuthorID: LinkID]()
+        for (id, link) in links {
+            if case .established(let established) = link { peers[established.peer] = id }
+        }
+        return peers
+    }
+
+    /// Established links and their peers.
+    var establishedLinks: [LinkID: AuthorID] {
+        var result = [LinkID: AuthorID]()
+        for (id, link) in links {
+            if case .established(let established) = link { result[id] = established.peer }
+        }
+        return result
+    }
+
+    /// Every link, established or not, ascending.
+    var ids: [LinkID] { links.keys.sorted() }
+
+    /// Established links, ascending.
+    var establishedIDs: [LinkID] {
+        links.keys.filter { if case .established = links[$0] { true } else { false } }.sorted()
+    }
+
+    func isEstablished(_ id: LinkID) -> Bool {
+        if case .established = links[id] { return true }
+        return false
+    }
+
+    func isHandshaking(_ id: LinkID) -> Bool {
+        if case .handshaking = links[id] { return true }
+        return false
+    }
+
+    /// The peer of an established link.
+    func peer(of id: LinkID) -> AuthorID? {
+        if case .established(let established) = links[id] { return established.peer }
+        return nil
+    }
+
+    /// Whether an established link is being left (nil: not established).
+    func isLeaving(_ id: LinkID) -> Bool? {
+        if case .established(let established) = links[id] { return established.leaving }
+        return nil
+    }
+
+    /// Reads an established link (nil: not established).
+    func read<T>(_ id: LinkID, _ body: (Established) -> T) -> T? {
+        if case .established(let established) = links[id] { return body(established) }
+        return nil
+    }
+
+    /// When the links next have work: handshake timeouts, session timers, grace periods of links being left.
+    func nextDeadline(handshakeTimeout: Duration) -> Duration? {
+        var deadlines = [Duration]()
+        for link in links.values {
+            switch link {
+            case .handshaking(_, let openedAt): deadlines.append(openedAt + handshakeTimeout)
+            case .established(let established):
+                if let deadline = established.session.nextDeadline() { deadlines.append(deadline) }
+                if let closeAt = established.closeAt { deadlines.append(closeAt) }
+            }
+        }
+        return deadlines.min()
+    }
+
+    // MARK: - Handshakes
+
+    /// A connection opened: its handshake starts (this node speaks first when it dialled).
+    mutating func open(_ id: LinkID, _ handshake: LinkHandshake, now: Duration) -> [LinkHandshake.Action] {
+        var handshake = handshake
+        let actions = handshake.start()  // the responder's start sends nothing: it waits for message 1
+        links[id] = .handshaking(handshake, openedAt: now)
+        roles[id] = handshake.role
+        return actions
+    }
+
+    /// When the handshake of `id` started (nil: not in its handshake).
+    func handshakeOpenedAt(_ id: LinkID) -> Duration? {
+        if case .handshaking(_, let openedAt) = links[id] { return openedAt }
+        return nil
+    }
+
+    /// Bytes for a link in its handshake.
+    mutating func receiveHandshake(_ id: LinkID, _ bytes: [UInt8]) -> [LinkHandshake.Action] {
+        guard case .handshaking(var handshake, let openedAt) = links[id] else { return [] }
+        let actions = handshake.receive(bytes)
+        links[id] = .handshaking(handshake, openedAt: openedAt)
+        return actions
+    }
+
+    /// A handshake finished with `peer`: applies the rules of who may be linked (not itself, not a refused peer,
+    /// one link per peer). When both sides dialled, both ends keep the link dialled by the smaller identity; a redial
+    /// by the same side replaces the old link, which is probably dead (forgotten here: the caller reports and closes
+    /// it). A link refused here is forgotten; one admitted is established by `establish`.
+    mutating func admit(_ id: LinkID, peer: AuthorID, me: AuthorID, refused: Set<AuthorID>) -> Completion {
+        if peer == me {
+            remove(id)
+            return .connectedToItself
+        }
+        if refused.contains(peer) {
+            remove(id)
+            return .refused
+        }
+        var replaced: LinkID?
+        if let existingID = connectedPeers[peer], case .established(let existing) = links[existingID] {
+            let initiatedBy = initiator(of: id, peer: peer, me: me)
+            guard initiatedBy == existing.initiatedBy || initiatedBy < existing.initiatedBy else {
+                remove(id)
+                return .duplicate
+            }
+            remove(existingID)
+            replaced = existingID
+        }
+        return .established(replaced: replaced)
+    }
+
+    /// Who dialled link `id`: this node when it was the initiator, else the peer.
+    func initiator(of id: LinkID, peer: AuthorID, me: AuthorID) -> AuthorID {
+        roles[id] == .initiator ? me : peer
+    }
+
+    /// Establishes a link `admit` admitted.
+    mutating func establish(_ id: LinkID, _ established: Established) {
+        links[id] = .established(established)
+    }
+
+    // MARK: - Established links
+
+    /// Bytes for an established link: the channel's events (messages, goodbye, failure).
+    mutating func receiveChannel(_ id: LinkID, _ bytes: [UInt8]) -> [SecureChannel.Event] {
+        guard case .established(var established) = links[id] else { return [] }
+        let events = established.channel.receive(bytes)
+        links[id] = .established(established)
+        return events
+    }
+
+    /// Runs `body` on the session of an established link; nil when the link is not established.
+    mutating func withSession<T>(_ id: LinkID, _ body: (inout SyncSession<StoreRecordSource>) -> T) -> T? {
+        guard case .established(var established) = links[id] else { return nil }
+        let result = body(&established.session)
+        links[id] = .established(established)
+        return result
+    }
+
+    /// Marks an established link as being left; returns whether it was established.
+    mutating func markLeaving(_ id: LinkID) -> Bool {
+        guard case .established(var established) = links[id] else { return false }
+        established.leaving = true
+        links[id] = .established(established)
+        return true
+    }
+
+    /// Has this side close an established link at `closeAt` (a link it is leaving).
+    mutating func scheduleClose(_ id: LinkID, at closeAt: Duration) {
+        guard case .established(var established) = links[id] else { return }
+        established.closeAt = closeAt
+        links[id] = .established(established)
+    }
+
+    /// Sends one application message on an established link (nothing if the link is gone): a session's, a file
+    /// frame or a TYPING frame. A channel that cannot seal it any more ends the link.
+    mutating func send(_ message: [UInt8], on id: LinkID) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        do {
+            let bytes = try established.channel.send(message)
+            messagesSentByKind[SyncFrameKind.name(of: message), default: 0] += 1
+            links[id] = .established(established)
+            return [.send(id, bytes)]
+        } catch {
+            remove(id)
+            return [.event(.linkFailed(id, "send: \(error)")), .event(.peerDown(established.peer, id)), .close(id)]
+        }
+    }
+
+    // MARK: - Ending links
+
+    /// Forgets a link without a word (a handshake that failed, a link closed by the transport).
+    mutating func remove(_ id: LinkID) {
+        links[id] = nil
+        roles[id] = nil
+    }
+
+    /// The link closed (by the transport): forgets it; the peer of an established link, for its `peerDown`.
+    mutating func closed(_ id: LinkID) -> AuthorID? {
+        roles[id] = nil
+        guard let link = links.removeValue(forKey: id) else { return nil }
+        if case .established(let established) = link { return established.peer }
+        return nil
+    }
+
+    /// Ends one established link cleanly: the goodbye, then the close.
+    mutating func close(_ id: LinkID) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        var out = [NodeAction]()
+        // A channel that cannot seal the goodbye (its nonces exhausted) closes without it: the peer sees a cut.
+        if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
+        remove(id)
+        return out + [.event(.peerDown(established.peer, id)), .close(id)]
+    }
+
+    /// Ends every link: the goodbye on each established one (so the peer tells this close from a crash or a cut),
+    /// then the close.
+    mutating func closeAll() -> [NodeAction] {
+        var out = [NodeAction]()
+        for id in links.keys.sorted() {
+            if case .established = links[id] {
+                out += close(id)
+                continue
+            }
+            remove(id)
+            out.append(.close(id))
+        }
+        return out
+    }
+
+    /// Closes an established link on a sync failure (a session's `close`, a malformed TYPING or file frame): with a
+    /// goodbye, so the peer knows it was us, and a `misbehaved` event when the failure is the peer's fault.
+    mutating func fail(_ id: LinkID, _ error: SyncError) -> [NodeAction] {
+        guard case .established(var established) = links[id] else { return [] }
+        remove(id)
+        var out = [NodeAction]()
+        // As in `close`: a goodbye that cannot be sealed is left out.
+        if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
+        out.append(.event(.linkFailed(id, "sync: \(error)")))
+        if let misbehaviour = Misbehaviour(sync: error) { out.append(.event(.misbehaved(id, misbehaviour))) }
+        return out + [.event(.peerDown(established.peer, id)), .close(id)]
+    }
+}
