@@ -251,6 +251,7 @@ struct IngestSession {
         let rebuilt = needsRebuild.sorted()
         for conversation in rebuilt {
             var all = try feeds(in: conversation)
+            let appliedBefore = all.mapValues(\.applied)
             // Junk feeds keep their applied frontier: their bodies are gone, so they could not be re-applied.
             for author in all.keys.sorted() where !all[author]!.isJunk {
                 all[author]!.applied = 0
@@ -259,7 +260,11 @@ struct IngestSession {
                 all[author]!.stalledReason = nil
                 update(all[author]!)
             }
-            _ = try advance(conversation, candidates: Set(all.keys))
+            // Re-applied from scratch: what was applied before is no news; what this transaction's records (or the
+            // fork's cut) let apply beyond it is.
+            applied += try advance(conversation, candidates: Set(all.keys)).filter {
+                $0.position.sequence > appliedBefore[$0.position.author] ?? 0
+            }
         }
         var changedConversations = Set<ConversationID>()
         for conversation in touched.keys.sorted() where !needsRebuild.contains(conversation) {

@@ -72,6 +72,19 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// A copy of this in-memory store as it is now, as a backup of the file would hold it (the lab restores one to
+    /// make a node's twin). Only for stores in memory.
+    public func copy() throws(StoreError) -> RecordStore {
+        precondition(memoryQueue != nil, "only an in-memory store is copied")
+        let copy = try RecordStore.inMemory()
+        do {
+            try writer.backup(to: copy.writer)
+        } catch {
+            throw .database("\(error)")
+        }
+        return copy
+    }
+
     /// One write transaction of derived state only (conversation tables, search index: a cache that a refresh
     /// rebuilds from the log) committed with `synchronous=NORMAL`: not fsynced, so it does not queue for the disk
     /// ahead of a record's durable commit. WAL keeps commits in order: the next fsynced commit makes it durable too,
