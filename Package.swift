@@ -101,6 +101,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The benchmarks (`natter bench`): the machine's limits, catch-up, send latency, throughput, queries, search,
+        // and the flood tool's writer — in a library, so the executable keeps only their options.
+        .target(
+            name: "NatterBench",
+            dependencies: ["NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "NatterSync", "NatterNetwork"],
+            swiftSettings: strictSettings
+        ),
         // A tiny program around LineEditor that the pseudo-terminal test drives through tmux.
         .executableTarget(
             name: "natter-terminal-demo",
@@ -113,7 +120,7 @@ let package = Package(
             name: "natter",
             dependencies: [
                 "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork", "NatterLab",
-                "NatterTerminal", "NatterSync", "NatterREPL",
+                "NatterTerminal", "NatterSync", "NatterREPL", "NatterBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

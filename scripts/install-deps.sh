@@ -3,7 +3,8 @@
 # Uses sudo when not root. Safe to run repeatedly; CI runs it on every clean clone.
 set -euo pipefail
 
-packages=(libsodium-dev libedit-dev libsqlite3-dev sqlite3 pkg-config nftables iproute2 tcpdump tmux)
+# yggdrasil: the overlay scripts/overlay-test.sh runs natter over (its own instances, in namespaces).
+packages=(libsodium-dev libedit-dev libsqlite3-dev sqlite3 pkg-config nftables iproute2 tcpdump tmux yggdrasil)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -23,3 +24,11 @@ fi
 echo "installing: ${missing[*]}" >&2
 "${as_root[@]}" apt-get update -qq
 DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq "${missing[@]}"
+
+# Debian starts a freshly installed yggdrasil as a system service whose default configuration peers by multicast on
+# every interface: the tests need only the program, so a service this script brought in is stopped and disabled
+# (an yggdrasil that was installed before is left as it was).
+if [[ " ${missing[*]} " == *" yggdrasil "* ]] && [ -d /run/systemd/system ]; then
+    "${as_root[@]}" systemctl disable --now yggdrasil.service >/dev/null 2>&1 \
+        || echo "warning: could not stop the yggdrasil service: run systemctl disable --now yggdrasil" >&2
+fi

@@ -20,7 +20,8 @@
 # Everything it creates (namespaces, processes, temp files) is removed on exit, even on failure; it is bounded in
 # time (every wait has a timeout, and the whole run is stopped after --timeout seconds, default 600), processes
 # are stopped by PID, and it only ever sends traffic inside its own namespaces. It fails if any node banned another
-# (penalties are for misbehaviour, never for loss, partitions or restarts).
+# (penalties are for misbehaviour, never for loss, partitions or restarts). Namespace names start with
+# $NATTER_NETNS_PREFIX (empty by default), so that several people on one machine never share a name.
 set -euo pipefail
 
 nodes=6
@@ -59,54 +60,27 @@ cd "$(dirname "$0")/.."
 [ -x "$binary" ] || { echo "netns-cluster: build first (swift build); no $binary"; exit 2; }
 if [ -n "$capture" ]; then command -v tcpdump >/dev/null || { echo "netns-cluster: --capture needs tcpdump"; exit 2; }; fi
 
-tag="n$$"
+script=netns-cluster
+tag="${NATTER_NETNS_PREFIX:-}n$$"
 subnet="10.213.$(( $$ % 200 + 20 ))"
 work="$(mktemp -d /tmp/natter-netns-XXXXXX)"
 switch="${tag}sw"
-pids=()          # every process started, for the final clean-up
-declare -A nodepid  # node index -> PID of its current process
-running=()       # indices of the nodes running now (only these are sent commands)
 late_index=$nodes             # host and node number of the late joiner
 stranger_index=$((nodes + 1)) # host number of the stranger
 capture_pid=""
-watchdog=""
-cleaned=""
-
-cleanup() {
-    set +e
-    [ -z "$cleaned" ] || return 0
-    cleaned=yes
-    [ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null
-    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
-    for i in $(seq 0 $((nodes + 1))); do ip netns del "${tag}h$i" 2>/dev/null; done
-    ip netns del "$switch" 2>/dev/null
-    if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'echo "netns-cluster: interrupted" >&2; exit 1' INT TERM
-# The whole run is bounded: past --timeout the script stops itself (and the EXIT trap cleans up).
-( end=$((SECONDS + timeout)); while [ $SECONDS -lt $end ]; do sleep 1; done
-  echo "netns-cluster: timed out after $timeout s" >&2; kill -TERM $$ ) &
-watchdog=$!
-
-ns() { ip netns exec "$1" "${@:2}"; }
+# Namespaces, nodes, the clean-up on exit, digests: shared with the routed and overlay tests.
+. scripts/lib/netns.sh
+netns_begin "$timeout"
 
 hosts=$(seq 0 $((nodes - 1)))
 [ -z "$late" ] || hosts="$hosts $late_index"
 [ -z "$stranger" ] || hosts="$hosts $stranger_index"
 # The switch: a namespace holding only a bridge.
-ip netns add "$switch"
-ns "$switch" ip link add br0 type bridge
-ns "$switch" ip link set br0 up
+add_switch "$switch"
 for i in $hosts; do
-    host="${tag}h$i"
-    ip netns add "$host"
-    ip link add "${tag}e$i" netns "$host" type veth peer name "p$i" netns "$switch"
-    ns "$switch" ip link set "p$i" master br0 up
-    ns "$host" ip addr add "$subnet.$((i + 10))/24" dev "${tag}e$i"
-    ns "$host" ip link set "${tag}e$i" up
-    ns "$host" ip link set lo up
+    add_ns "${tag}h$i"
+    plug "${tag}h$i" "${tag}e$i" "$switch" "p$i"
+    ns "${tag}h$i" ip addr add "$subnet.$((i + 10))/24" dev "${tag}e$i"
 done
 
 if [ -n "$capture" ]; then
@@ -116,39 +90,15 @@ if [ -n "$capture" ]; then
     pids+=($!)
     sleep 1
 fi
-# Each node reads commands from a FIFO (kept open by this script across restarts) and appends what it prints to
-# out$i; standard error goes to err$i for the first process and err$i.N for the N-th restart.
-init_node() {
-    "$binary" init --data "$work/node$1" --name "node$1" >/dev/null
-    "$binary" id --data "$work/node$1" | awk '/^identity/ {print $2}' > "$work/key$1"
-    mkfifo "$work/in$1"
-    : > "$work/out$1"
-}
-start_node() {  # node index
-    local i=$1 err="$work/err$1" fd linking=()
-    [ ! -e "$err" ] || err="$work/err$1.$(ls "$work" | grep -c "^err$1\(\.\|\$\)")"
+# Each node runs in namespace h$i; by default nodes find each other by discovery, with --named-peers in a ring.
+start_cluster_node() {  # node index
+    local i=$1 linking=()
     if [ -n "$named" ]; then linking=(--no-discovery --peer "$subnet.$(( (i + nodes - 1) % nodes + 10 )):7718"); fi
-    ip netns exec "${tag}h$i" "$binary" run --data "$work/node$i" --listen "0.0.0.0:7718" \
-        "${linking[@]}" < "$work/in$i" >> "$work/out$i" 2> "$err" &
-    nodepid[$i]=$!
-    pids+=($!)
-    running+=("$i")
-    if [ -z "$(eval "echo \${fd$i:-}")" ]; then
-        exec {fd}> "$work/in$i"
-        eval "fd$i=$fd"
-    fi
-}
-stop_node() {  # node index: SIGTERM (a graceful stop), bounded, then SIGKILL
-    local i=$1 pid=${nodepid[$1]} waited=0
-    kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null && [ $waited -lt 100 ]; do sleep 0.1; waited=$((waited + 1)); done
-    kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    running=($(for r in "${running[@]}"; do [ "$r" = "$i" ] || echo "$r"; done))
+    start_node "$i" "${tag}h$i" --listen "0.0.0.0:7718" "${linking[@]}"
 }
 for i in $(seq 0 $((nodes - 1))); do
     init_node "$i"
-    start_node "$i"
+    start_cluster_node "$i"
 done
 # The stranger starts after the nodes, so its first beacons reach every one of them.
 if [ -n "$stranger" ]; then
@@ -158,53 +108,6 @@ if [ -n "$stranger" ]; then
         > "$work/out-stranger" 2> "$work/err-stranger" &
     pids+=($!)
 fi
-send() { local fd; eval "fd=\$fd$1"; echo "$2" >&"$fd"; }
-wait_for() {  # node, text, seconds
-    local deadline=$((SECONDS + $3))
-    until grep -qF -- "$2" "$work/out$1"; do
-        [ $SECONDS -lt $deadline ] || { echo "timeout: node$1 never printed '$2'"; tail -5 "$work/err$1"*; return 1; }
-        sleep 0.2
-    done
-}
-# The digest lines of a node's latest /digest: `log <hex>`, then `conversation <id> <hex>` per membership.
-latest_digest() {
-    awk '/^log /{block=""} /^(log|conversation) /{block=block $0 "\n"} END{printf "%s", block}' "$work/out$1"
-}
-# Whether nodes agree: one log digest among all of them, one digest per conversation among the nodes that print
-# it, and `expected` conversation lines in all (members × conversations, so a half-printed /digest does not pass).
-agree() {  # expected, nodes...
-    local expected=$1; shift
-    local all convs
-    all=$(for i in "$@"; do latest_digest "$i"; done)
-    [ "$(echo "$all" | grep -c '^log ' || true)" -eq $# ] || return 1
-    [ "$(echo "$all" | grep '^log ' | sort -u | wc -l)" -eq 1 ] || return 1
-    convs=$(echo "$all" | grep '^conversation ' || true)
-    [ "$(echo "$convs" | grep -c . || true)" -eq "$expected" ] || return 1
-    [ "$(echo "$convs" | sort -u | wc -l)" -eq "$(echo "$convs" | awk '{print $2}' | sort -u | wc -l)" ]
-}
-converge() {  # seconds, expected conversation lines, nodes...: asks for digests until they agree
-    local deadline=$((SECONDS + $1)) expected=$2; shift 2
-    while [ $SECONDS -lt $deadline ]; do
-        for i in "$@"; do send "$i" "/digest"; done
-        sleep 0.5
-        if agree "$expected" "$@"; then return 0; fi
-    done
-    return 1
-}
-show_digests() {
-    for i in "$@"; do echo "node$i: $(latest_digest "$i" | tr '\n' ' ')"; done
-}
-fail() {  # message, nodes to show
-    local message=$1; shift
-    echo "netns-cluster: FAILED: $message"
-    show_digests "$@"
-    for i in "$@"; do
-        echo "--- node$i: last lines of its output and errors"
-        tail -3 "$work/out$i"; tail -5 "$work/err$i"*
-    done
-    echo "0 passed, 1 failed"
-    exit 1
-}
 
 echo "netns-cluster: $nodes nodes on $subnet.0/24 in namespaces ${tag}h*, linked by ${named:+named peers}${named:-discovery}"
 # Everyone must know everyone's profile before the group is formed.
@@ -271,16 +174,13 @@ fi
 if [ -n "$late" ]; then
     init_node "$late_index"
     joined=$SECONDS
-    start_node "$late_index"
+    start_cluster_node "$late_index"
     converge 60 "$memberships" "${running[@]}" || fail "the late joiner did not catch up" "${running[@]}"
     echo "netns-cluster: late joiner node$late_index caught up on the whole log in $((SECONDS - joined)) s"
 fi
 
-problems=""
 # Loss, partitions and restarts are the network's doing: no honest node may be banned for them.
-if grep -l "^notice: banned" "$work"/err* >/dev/null 2>&1; then
-    problems="$problems an honest node was banned ($(grep -h "^notice: banned" "$work"/err* | head -1));"
-fi
+problems="$(check_no_bans)"
 if [ -n "$stranger" ]; then
     for i in $(seq 0 $((nodes - 1))); do
         if grep -q "stranger" "$work/out$i"; then problems="$problems node$i saw the stranger;"; fi

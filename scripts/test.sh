@@ -9,8 +9,15 @@ scripts/install-deps.sh
 # An independent implementation (Python, written from docs/protocol.md alone) must rebuild every record vector.
 if python3 -c "import cryptography" 2>/dev/null; then
     python3 scripts/crosscheck_record_vectors.py docs/protocol.md
+    # The same for the identity export file (§9.3): rebuilt from its inputs and opened with its passphrase. Argon2id
+    # arrived in cryptography 44.
+    if python3 -c "from cryptography.hazmat.primitives.kdf.argon2 import Argon2id" 2>/dev/null; then
+        python3 scripts/crosscheck_identity_export.py docs/protocol.md
+    else
+        echo "skipping the identity-export cross-check: the cryptography package is older than 44 (no Argon2id)"
+    fi
 else
-    echo "skipping the Python record-vector cross-check: python3 with the cryptography package is not installed"
+    echo "skipping the Python cross-checks: python3 with the cryptography package is not installed"
 fi
 
 swift build --build-tests
@@ -19,8 +26,13 @@ swift build --build-tests
 if [ "$(id -u)" -eq 0 ]; then
     scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger \
         --offline-member --late-joiner --timeout 300
+    # Two subnets joined by a router: discovery inside each, a named peer across, no beacon crossing (about 10 s).
+    scripts/routed-test.sh --timeout 180
+    # natter over Yggdrasil: two sites joined only by the overlay, one site's link dropped and back (about 20 s; the
+    # full run is scripts/overlay-test.sh with its defaults: three sites, a 15 s drop).
+    scripts/overlay-test.sh --sites 2 --hosts 2 --drop 8 --timeout 240
 else
-    echo "skipping the network-namespace cluster test: it needs root"
+    echo "skipping the network-namespace cluster, routed-subnet and overlay tests: they need root"
 fi
 
 swift test --skip-build

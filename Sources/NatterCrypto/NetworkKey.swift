@@ -1,6 +1,3 @@
-import CSodium
-import Foundation
-
 /// The key that isolates a swarm: nodes with different network keys neither discover nor talk to each other.
 ///
 /// It is 32 random bytes, or Argon2id of a passphrase with the fixed salt and cost below (documented in
@@ -34,22 +31,9 @@ public struct NetworkKey: Sendable, CustomStringConvertible {
     /// The key for `passphrase` (Argon2id13 over its NFC-normalised UTF-8, salt `passphraseSalt`, 3 passes,
     /// 64 MiB). Normalising first means "café" gives one key however the accent was typed.
     public static func fromPassphrase(_ passphrase: String) throws(CryptoError) -> NetworkKey {
-        Sodium.ready()
-        var password = Array(passphrase.precomposedStringWithCanonicalMapping.utf8)
-        defer { wipe(&password) }
-        var failed = false
-        let secret = SecretBytes(count: SymmetricKey.byteCount) { out in
-            failed =
-                password.withUnsafeBytes { pw in
-                    crypto_pwhash(
-                        out.u8, UInt64(SymmetricKey.byteCount),
-                        UnsafeRawPointer(pw.u8).assumingMemoryBound(to: CChar.self),
-                        UInt64(pw.count), passphraseSalt, passphraseOpsLimit, passphraseMemLimit,
-                        crypto_pwhash_alg_argon2id13())
-                } != 0
-        }
-        guard !failed else { throw .passwordHashFailed }
-        return NetworkKey(key: SymmetricKey(secret: secret))
+        NetworkKey(
+            key: try PassphraseKey.derive(
+                passphrase, salt: passphraseSalt, opsLimit: passphraseOpsLimit, memLimit: passphraseMemLimit))
     }
 
     /// The pre-shared key of the link handshake.

@@ -22,6 +22,9 @@ struct LinkTable {
         var leaving = false
         /// When this side closes the link it is leaving (nil: not leaving it, or the peer is the one leaving).
         var closeAt: Duration?
+        /// Whether the initial exchange completed (the session's `caughtUp`): own records that arrive before it
+        /// show the store was behind; after it, that another node is writing as this identity (NodeCore+OwnHeads).
+        var caughtUp = false
     }
 
     private enum Link {
@@ -204,6 +207,18 @@ struct LinkTable {
     /// Marks an established link as being left; returns whether it was established.
     mutating func markLeaving(_ id: LinkID) -> Bool {
         withEstablished(id) { $0.leaving = true } != nil
+    }
+
+    /// Marks an established link's initial exchange as complete (`Established.caughtUp`).
+    mutating func markCaughtUp(_ id: LinkID) {
+        guard case .established(var established) = links[id] else { return }
+        established.caughtUp = true
+        links[id] = .established(established)
+    }
+
+    /// Whether the initial exchange on link `id` completed (false for a link not established).
+    func isCaughtUp(_ id: LinkID) -> Bool {
+        read(id) { $0.caughtUp } ?? false
     }
 
     /// Has this side close an established link at `closeAt` (a link it is leaving).

@@ -340,8 +340,24 @@ public actor Node: Service {
         await transport.dial(host: address.host, port: address.port)
     }
 
+    /// Why own writes wait (nil: they do not): NodeCore+OwnHeads.swift.
+    public var ownHeadsDoubt: OwnHeadsDoubt? { core.store.ownHeadsDoubt }
+
+    /// Lets own writes continue although the own feeds may be behind other nodes' (the REPL's `/force-write`).
+    /// Returns the doubt lifted (nil: nothing waited).
+    public func forceWrite() throws -> OwnHeadsDoubt? {
+        let (lifted, actions) = try core.forceWrite(now: now)
+        perform(actions)
+        return lifted
+    }
+
     /// Runs until cancelled or, in a `ServiceGroup`, until a graceful shutdown; then shuts down (`shutdown()`).
     public func run() async {
+        if let doubt = core.store.ownHeadsDoubt {
+            report(
+                "sending waits: \(doubt.explanation); it resumes once a peer that knows this identity has synced "
+                    + "with this node (/force-write to write anyway)")
+        }
         perform(core.reviewConversations(now: now))
         await cancelWhenGracefulShutdown { await self.drive() }
         await shutdown()
@@ -402,7 +418,11 @@ public actor Node: Service {
         perform(core.writePending(now: now))  // receipts scheduled go out with the goodbyes, not never
         isShutDown = true
         await discovery?.shutdown()
-        try? core.store.syncDeferred()
+        do {
+            try core.store.syncDeferred()
+        } catch {
+            report("store: cannot make received records durable as the node stops (\(error))")
+        }
         for action in core.closeAllLinks() {
             switch action {
             case .send(let link, let goodbye): await transport.sendAndClose(ConnectionID(raw: link.raw), goodbye)

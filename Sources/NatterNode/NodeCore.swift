@@ -37,6 +37,8 @@ public final class NodeCore {
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
     /// by the driver).
     public var refusedPeers: Set<AuthorID> = []
+    /// Whether the node said that another node writes as this identity (once a run: NodeCore+OwnHeads.swift).
+    var toldOfAnotherWriter = false
 
     public init(
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey,
@@ -239,6 +241,9 @@ public final class NodeCore {
     private func writeDue(now: Duration, all: Bool = false) -> [NodeAction] {
         let intents = automatic.take(now: now, all: all)
         guard !intents.isEmpty else { return [] }
+        // While the own heads are in doubt every write is refused: these are dropped, not reported one by one, and
+        // owed again when the doubt is lifted (`ownHeadsLearned` and `forceWrite` review every conversation).
+        guard store.ownHeadsDoubt == nil else { return [] }
         let (results, actions) = author(intents, now: now)
         var notices = [NodeAction]()
         for (intent, result) in zip(intents, results) {
@@ -349,7 +354,9 @@ public final class NodeCore {
             case .deliverPriority(let records):
                 scheduler.add(records, from: id, lane: .priority)
             case .caughtUp:
+                links.markCaughtUp(id)
                 out.append(.event(.caughtUp(peer)))
+                out += ownHeadsLearned(from: peer, now: now)
             case .progress(let received, let expected):
                 out.append(.event(.syncProgress(peer, received: received, expected: expected)))
             case .peerLeaving:
@@ -428,6 +435,10 @@ public final class NodeCore {
         var storeOutcomes = storeReport.outcomes.makeIterator()
         let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
         scheduler.charge(link: id, lane: lane, outcomes: outcomes, records: records, refused: refused, now: now)
+        // Before the sessions hear of this ingest: the one whose initial exchange it completes lifts the doubt.
+        var out = ownRecordsArrived(
+            zip(records, outcomes).filter { $0.0.header.author == identity.author && $0.1.isNewToFeed }.map(\.0.header),
+            initialExchange: !links.isCaughtUp(id))
         var stored = [StoredRecord]()
         /// The records appended to their feeds (not fork evidence), for the tree's lag check.
         var appended = [Record]()
@@ -459,7 +470,6 @@ public final class NodeCore {
             }
         }
         let fromLink = stored.filter { !$0.isForkEvidence }
-        var out = [NodeAction]()
         var offset = 0
         for delivery in delivered {
             let reported = outcomes[offset..<(offset + delivery.count)].map(SyncIngestOutcome.init)

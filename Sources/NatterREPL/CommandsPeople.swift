@@ -4,7 +4,7 @@ import NatterNode
 import NatterStore
 
 /// Commands about people and the node: /help, /whoami, /peers, /who, /whois, /status, /connect, /ignore, /block,
-/// /digest.
+/// /force-write, /digest.
 extension ReplSession {
     /// A person named on a command line (`resolvePerson`, never yourself).
     func person(_ name: String) throws -> AuthorID { try resolvePerson(name) }
@@ -101,6 +101,15 @@ extension ReplSession {
                 ? "blocked \(names.display(person)): their links are refused and everything from them is hidden "
                     + "(/block again to unblock)"
                 : "unblocked \(names.display(person))")
+    }
+
+    /// SPEC F20: the user's word lifts the wait for own feed heads (an import, a copied directory: NodeCore+OwnHeads).
+    func forceWrite() async throws {
+        if try await node.forceWrite() != nil {
+            say("sending resumes from this node's own heads; if another node holds more of them, your feeds fork")
+        } else {
+            say("nothing waits: this node's own feeds are current as far as it knows")
+        }
     }
 
     func digest() async throws {

@@ -17,6 +17,7 @@ extension ReplAction {
         case .ignore(let name): try repl.ignore(name)
         case .block(let name): try await repl.block(name)
         case .digest: try await repl.digest()
+        case .forceWrite: try await repl.forceWrite()
         case .list(let filter, let all): try await repl.list(filter, all: all)
         case .open(let target): try await repl.open(target)
         case .message(let target, let text): try await repl.message(to: target, text)

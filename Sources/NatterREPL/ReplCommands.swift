@@ -34,6 +34,7 @@ enum ReplAction: Sendable, Equatable {
     case block(String)
     case status
     case digest
+    case forceWrite
     case wait(condition: String, arguments: [String])
     case sendFile(path: String)
     case save(ref: String, path: String, overwrite: Bool)
@@ -73,7 +74,7 @@ struct ReplRoot: ParsableCommand {
         ReplyLine.self, EditLine.self, DeleteLine.self, ReceiptsLine.self, SendFileLine.self, SaveLine.self,
         SearchLine.self, MuteLine.self, UnmuteLine.self, ArchiveLine.self, ConnectLine.self, GrantLine.self,
         RevokeLine.self, IgnoreLine.self, BlockLine.self, StatusLine.self, DigestLine.self, WaitLine.self,
-        QuitLine.self,
+        ForceWriteLine.self, QuitLine.self,
     ]
 
     static func command(named name: String) -> (any ReplCommand.Type)? {
@@ -145,6 +146,13 @@ struct BlockLine: ReplCommand {
         commandName: "block", abstract: "Ignore a person and refuse their links (again to unblock).")
     @Argument(help: "A name or fingerprint prefix.") var name: String
     var action: ReplAction { .block(name) }
+}
+
+struct ForceWriteLine: ReplCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "force-write",
+        abstract: "Write although this node has not yet learned its own feeds from a peer (may fork them).")
+    var action: ReplAction { .forceWrite }
 }
 
 struct DigestLine: ReplCommand {

@@ -134,18 +134,29 @@ public struct DataDirectory: Sendable {
     // MARK: - Files
 
     private func writeSecretFile(_ file: String, contents: [UInt8]) throws(StoreError) {
+        try Self.createSecretFile(file, contents: contents, in: path, ifExists: .alreadyInitialised(path: path))
+    }
+
+    /// Creates `file` (in `directory`) with mode 0600 and `contents`, fsyncs it and the directory; never overwrites
+    /// (`ifExists` is thrown instead). A file left half-written by a failed write is removed.
+    static func createSecretFile(
+        _ file: String, contents: [UInt8], in directory: String, ifExists: StoreError
+    ) throws(StoreError) {
         let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            if errno == EEXIST { throw .alreadyInitialised(path: path) }
+            if errno == EEXIST { throw ifExists }
             throw .fileSystem(path: file, reason: String(cString: strerror(errno)))
         }
-        defer { close(fd) }
         let written = contents.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == contents.count, fsync(fd) == 0 else {
-            throw .fileSystem(path: file, reason: "write failed: \(String(cString: strerror(errno)))")
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            unlink(file)
+            throw .fileSystem(path: file, reason: "write failed: \(reason)")
         }
+        close(fd)
         // The file's name must survive a power cut too, or a second `init` would mint a new identity.
-        try Self.syncDirectory(path)
+        try syncDirectory(directory)
     }
 
     private func readSecretFile(_ file: String) throws(StoreError) -> [UInt8] {

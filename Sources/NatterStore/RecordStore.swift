@@ -21,12 +21,17 @@ public final class RecordStore: Sendable {
     private let lock: DataDirectoryLock?
     /// Whether a `.deferred` ingest committed since the last `syncDeferred` (set and cleared on the writer's queue).
     private let deferredCommits = Mutex(false)
+    /// Set when `synchronous=FULL` could not be restored on the writer: from then on nothing is written, since a
+    /// commit that returned might not be on disk.
+    private let durabilityLost = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
     /// The in-memory store's queue (nil on disk), which `read` uses without GRDB's read-only guard.
     private let memoryQueue: DatabaseQueue?
     /// Feed rows and Lamport numbers in memory (FeedCache.swift).
     let feedCache = FeedCache()
+    /// Why own writes wait, if they do (`OwnHeadsDoubt`; persisted in `meta`, mirrored here for `appendOwn`).
+    let ownHeads = Mutex<OwnHeadsDoubt?>(nil)
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
@@ -34,12 +39,17 @@ public final class RecordStore: Sendable {
         memoryQueue = writer as? DatabaseQueue
         do {
             try Schema.migrator.migrate(writer)
+            // On the writer's connection, open already: a reader would open one more connection at every start.
+            let doubt = try writer.writeWithoutTransaction { db in try Self.storedDoubt(db) }
+            ownHeads.withLock { $0 = doubt }
         } catch {
             throw .database("\(error)")
         }
     }
 
-    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first.
+    /// Opens (creating if needed) the store in `directory`, taking the directory's lock first. A directory that is not
+    /// where it was last opened (copied, restored, moved to another machine) has its own heads doubted
+    /// (`OwnHeadsDoubt.copied`): own writes wait until a peer has synced with the node.
     public static func open(directory: String) throws(StoreError) -> RecordStore {
         let lock = try DataDirectoryLock(directory: directory)
         let path = directory + "/natter.sqlite"
@@ -58,7 +68,20 @@ public final class RecordStore: Sendable {
         } catch {
             throw .database("cannot open \(path): \(error)")
         }
-        return try RecordStore(writer: pool, lock: lock)
+        // A node whose commits are not fsynced could acknowledge what a power cut takes back: it does not start.
+        let mode: Int?
+        do {
+            mode = try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        } catch {
+            throw .database("cannot read the durability setting of \(path): \(error)")
+        }
+        guard mode == 2 else {
+            throw .database(
+                "cannot make commits durable in \(path): synchronous is \(mode.map(String.init) ?? "unknown"), not FULL")
+        }
+        let store = try RecordStore(writer: pool, lock: lock)
+        try store.checkHome(directory: directory, database: path)
+        return store
     }
 
     /// A store in memory (lab and tests): the same schema and code, no file and no lock.
@@ -98,14 +121,24 @@ public final class RecordStore: Sendable {
     /// `syncDeferred`.
     private func writeUnsynced<T>(_ updates: (Database) throws -> T, deferred: Bool) throws -> T {
         try writer.writeWithoutTransaction { db in
+            try checkDurable()
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
             var result: T?
             let changesBefore = db.totalChangesCount
-            try db.inTransaction(.immediate) {
-                result = try updates(db)
-                return .commit
+            let outcome = Result {
+                try db.inTransaction(.immediate) {
+                    result = try updates(db)
+                    return .commit
+                }
             }
+            do {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            } catch {
+                // Every later commit would skip its fsync: no write is accepted any more (`checkDurable`).
+                durabilityLost.withLock { $0 = true }
+                throw StoreError.database("cannot restore synchronous=FULL after an unsynced commit: \(error)")
+            }
+            try outcome.get()
             // A transaction that changed nothing (every record a duplicate) wrote nothing to make durable.
             if deferred && db.totalChangesCount != changesBefore { deferredCommits.withLock { $0 = true } }
             return result!
@@ -130,6 +163,7 @@ public final class RecordStore: Sendable {
     /// covers every earlier commit. No I/O when no deferred commit is waiting.
     public func syncDeferred() throws(StoreError) {
         do {
+            try checkDurable()
             try writer.writeWithoutTransaction { db in
                 guard deferredCommits.withLock({ $0 }) else { return }
                 try db.execute(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
@@ -148,6 +182,13 @@ public final class RecordStore: Sendable {
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let memoryQueue { return try memoryQueue.inDatabase(body) }
         return try writer.read(body)
+    }
+
+    /// Throws when the writer's durability could not be restored (`durabilityLost`).
+    private func checkDurable() throws(StoreError) {
+        if durabilityLost.withLock({ $0 }) {
+            throw .database("commits are no longer durable (synchronous=FULL could not be restored); restart the node")
+        }
     }
 
     /// The writer's `synchronous` pragma (2 = FULL): exposed so tests can prove durability is configured.
@@ -343,7 +384,9 @@ public final class RecordStore: Sendable {
 
     // MARK: - Own records
 
-    /// Appends a record authored by this node, durably, before anything may send it.
+    /// Appends a record authored by this node, durably, before anything may send it. Refused with
+    /// `StoreError.ownHeadsUnconfirmed` while the own feeds may be behind other nodes' (`ownHeadsDoubt`): every own
+    /// write of every front end comes through here, so none can fork this identity's feeds.
     ///
     /// The sequence number, previous hash, dependencies (the conversation's applied frontier) and Lamport number
     /// are chosen inside the write transaction, so after a crash the next record continues from what is on disk
@@ -353,6 +396,8 @@ public final class RecordStore: Sendable {
         conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
+        try checkDurable()
+        if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
             try writer.write { db in
                 try Self.appendOwn(
@@ -390,10 +435,13 @@ public final class RecordStore: Sendable {
     /// `appendOwn(conversation:…)` would, in order (a later one depends on the earlier ones of its conversation).
     /// Each goes in a savepoint of its own: one whose payload cannot be made (the rules refuse it) is left out and
     /// reported, the others are written. Nothing is durable, and nothing may be sent, before this returns; if the
-    /// commit fails, it throws and none is written.
+    /// commit fails, it throws and none is written. Refused whole while the own heads are in doubt (as the single
+    /// append is: `StoreError.ownHeadsUnconfirmed`).
     public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
         -> [Result<NatterModel.Record, any Error>]
     {
+        try checkDurable()
+        if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (results, committed) = try writer.write { db in
             var results = [Result<NatterModel.Record, any Error>]()
             var committed: CacheEffects = ([], [])

@@ -19,6 +19,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case identityMismatch(path: String)
     /// This node's own feed is forked or frozen; writing more would make it worse.
     case ownFeedFrozen(conversation: ConversationID)
+    /// This node's own feeds may continue on other nodes (an imported identity, a copied or restored directory):
+    /// writing now could fork them. Lifted once a peer has synced with the node, or by the user (`/force-write`).
+    case ownHeadsUnconfirmed(OwnHeadsDoubt)
     /// A conversation has more authors than one record's dependency vector can name.
     case tooManyAuthors(conversation: ConversationID, count: Int)
     /// An own record could not be built (a bug in the caller: invalid header or oversized payload).
@@ -42,6 +45,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .ownFeedFrozen(let conversation):
             return "your feed in conversation \(conversation.shortHex) is forked (this identity wrote elsewhere); "
                 + "refusing to write more there"
+        case .ownHeadsUnconfirmed(let doubt):
+            return "sending waits: \(doubt.explanation); writing now could fork your own feeds. It resumes once a peer "
+                + "that knows this identity has synced with this node (or write anyway: /force-write)"
         case .tooManyAuthors(let conversation, let count):
             return "conversation \(conversation.shortHex) has \(count) authors, more than a record can depend on"
         case .invalidOwnRecord(let error): return "could not build your record: \(error)"

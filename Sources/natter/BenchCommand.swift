@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NatterCrypto
 import NatterModel
+import NatterBench
 import NatterStore
 
 /// `natter bench`: the machine's physical limits beside natter's own ingest rate, measured in the same run, so
@@ -60,6 +61,16 @@ struct BenchCommand: AsyncParsableCommand {
             """)
     var inProcess = false
 
+    @Flag(
+        help: """
+            Benchmark the live path instead: two natter run processes on loopback, --messages lines of --size bytes \
+            written to the sender's standard input as a script would, timed as the receiver prints them (--json).
+            """)
+    var throughput = false
+
+    @Option(help: "Bytes per message for --throughput.")
+    var size: Int = 100
+
     @Flag(help: .hidden)
     var latencyPeer = false
 
@@ -93,19 +104,23 @@ struct BenchCommand: AsyncParsableCommand {
             try await runSendLatency()
             return
         }
+        if throughput {
+            try await runThroughput()
+            return
+        }
         let workload = BenchWorkload.make(records: records, authors: authors)
         let sample = workload.records[min(authors, workload.records.count - 1)]
-        let verify = measureVerify(sample)
+        let verify = MachineBench.verifyRate(sample, count: verifications)
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        let verifyAll = measureVerifyOnAllCores(sample, cores: cores)
-        let decode = measure(count: workload.records.count) {
+        let verifyAll = MachineBench.verifyRateOnAllCores(sample, count: verifications, cores: cores)
+        let decode = MachineBench.rate(count: workload.records.count) {
             for record in workload.records { _ = try? Record.decodeVerified(record.bytes) }
         }
-        let insert = try measureInsert(workload.records)
-        let ingest = try measureIngest(workload.records)
+        let insert = try MachineBench.insertRate(workload.records, batch: batch)
+        let ingest = try MachineBench.ingestRate(workload.records, batch: batch)
         var catchUpRate: Double?
         if catchUp {
-            let result = try await withScratchDirectory { directory in
+            let result = try await MachineBench.withScratchDirectory { directory in
                 try await NetworkBench.catchUp(records: workload.records, in: directory)
             }
             guard result.recordsHeld == records, result.recordsApplied == records else {
@@ -118,7 +133,7 @@ struct BenchCommand: AsyncParsableCommand {
             ("ed25519_verify", verifications, verify, "one core, \(sample.bytes.count)-byte records"),
             (
                 "verify_all_cores", verifications, verifyAll,
-                "\(cores) cores in parallel, best of \(Self.ceilingTrials) runs"
+                "\(cores) cores in parallel, best of \(MachineBench.ceilingTrials) runs"
             ),
             ("decode_verify", workload.records.count, decode, "decode + canonical check + signature, one core"),
             (
@@ -162,7 +177,7 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func runSendLatency() async throws {
-        let result = try await withScratchDirectory { directory in
+        let result = try await MachineBench.withScratchDirectory { directory in
             inProcess
                 ? try await NetworkBench.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
                 : try await LatencyPeer.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
@@ -195,8 +210,38 @@ struct BenchCommand: AsyncParsableCommand {
         print("of which appendOwn (fsync) alone  " + quantiles(result.appendMillis))
     }
 
+    private func runThroughput() async throws {
+        let result = try await MachineBench.withScratchDirectory { directory in
+            try await ThroughputBench.run(messages: messages, size: size, in: directory) { line in
+                FileHandle.standardError.write(Data("… \(line)\n".utf8))
+            }
+        }
+        let tenths = result.tenths.map { String(Int($0.rounded())) }.joined(separator: " ")
+        let flatness = (result.tenths.last ?? 0) / max(result.tenths.first ?? 1, 1e-9)
+        let ofVerify = result.overall / max(result.verifyRate, 1e-9)
+        if json {
+            print(
+                "{\"messages\": \(result.messages), \"size\": \(result.size), \"arrived\": \(result.arrived), "
+                    + "\"tenths_per_second\": [\(result.tenths.map { String(Int($0.rounded())) }.joined(separator: ", "))], "
+                    + "\"overall_per_second\": \(Int(result.overall)), \"verify_per_second\": \(Int(result.verifyRate)), "
+                    + "\"insert_per_second\": \(Int(result.insertRate)), \"sender_held\": \(result.senderHeld), "
+                    + "\"receiver_held\": \(result.receiverHeld)}")
+            return
+        }
+        print(
+            "natter bench --throughput: \(result.messages) messages of \(result.size) bytes, two natter run processes "
+                + "(--json) on loopback")
+        print("arrived                 \(result.arrived) of \(result.messages)")
+        print("per tenth (messages/s)  \(tenths)")
+        print(String(format: "last tenth / first      %.2f", flatness))
+        print("overall                 \(Int(result.overall)) messages/s")
+        print("one core verifies       \(Int(result.verifyRate)) signatures/s   (overall is \(Int((ofVerify * 100).rounded()))% of it)")
+        print("SQLite inserts          \(Int(result.insertRate)) rows/s")
+        print("chat records held after stopping: sender \(result.senderHeld), receiver \(result.receiverHeld)")
+    }
+
     private func runQueries() throws {
-        let result = try withScratchDirectory {
+        let result = try MachineBench.withScratchDirectory {
             try QueryBench(conversations: conversations, messages: messages).run(in: $0)
         }
         func quantiles(_ values: [Double]) -> String {
@@ -213,7 +258,7 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func runSearch() throws {
-        let result = try withScratchDirectory {
+        let result = try MachineBench.withScratchDirectory {
             try SearchBench(conversations: conversations, messages: messages, rounds: rounds).run(in: $0)
         }
         if json {
@@ -240,124 +285,6 @@ struct BenchCommand: AsyncParsableCommand {
                         format: "p50 %.2f ms  p99 %.2f ms  max %.2f ms", item.millis[item.millis.count / 2],
                         item.millis[item.millis.count * 99 / 100], item.millis.last!))
         }
-    }
-
-    /// Rate (per second) of `count` operations done by `body`.
-    private func measure(count: Int, _ body: () throws -> Void) rethrows -> Double {
-        let clock = ContinuousClock()
-        let elapsed = try clock.measure(body)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        return Double(count) / max(seconds, 1e-9)
-    }
-
-    private func measureVerify(_ record: NatterModel.Record) -> Double {
-        var valid = 0
-        let rate = measure(count: verifications) {
-            for _ in 0..<verifications where record.hasValidSignature { valid += 1 }
-        }
-        precondition(valid == verifications, "benchmark record failed to verify")
-        return rate
-    }
-
-    /// The machine's signature ceiling: the best of `ceilingTrials` runs on every core at once (a ceiling, so the
-    /// best: a run the scheduler or a neighbour slowed says less about the machine than about that moment, and the
-    /// ratios judged against it would swing with it).
-    private func measureVerifyOnAllCores(_ record: NatterModel.Record, cores: Int) -> Double {
-        let perCore = max(1, verifications / cores)
-        return (0..<Self.ceilingTrials).map { _ in
-            measure(count: perCore * cores) {
-                DispatchQueue.concurrentPerform(iterations: cores) { _ in
-                    for _ in 0..<perCore { precondition(record.hasValidSignature) }
-                }
-            }
-        }.max()!
-    }
-
-    /// Runs of the all-cores verification ceiling; the best counts.
-    static let ceilingTrials = 3
-
-    private func measureInsert(_ records: [NatterModel.Record]) throws -> Double {
-        try withScratchStore { store in
-            try measure(count: records.count) {
-                try store.insertRowsForBenchmark(records, batchSize: batch)
-            }
-        }
-    }
-
-    private func measureIngest(_ records: [NatterModel.Record]) throws -> Double {
-        try withScratchStore { store in
-            var applied = 0
-            let rate = try measure(count: records.count) {
-                var index = 0
-                while index < records.count {
-                    let slice = records[index..<min(index + batch, records.count)]
-                    applied += try store.ingest(slice.map(\.bytes), receivedAtMillis: 0).applied.count
-                    index += slice.count
-                }
-            }
-            guard applied == records.count else {
-                throw ValidationError(
-                    "ingest applied \(applied) of \(records.count) records: benchmark workload broken")
-            }
-            return rate
-        }
-    }
-
-    private func withScratchStore<T>(_ body: (RecordStore) throws -> T) throws -> T {
-        try withScratchDirectory { try body(try RecordStore.open(directory: $0)) }
-    }
-
-    private func withScratchDirectory<T>(_ body: (String) throws -> T) throws -> T {
-        let directory = try makeScratchDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        return try body(directory)
-    }
-
-    private func withScratchDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-        let directory = try makeScratchDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        return try await body(directory)
-    }
-
-    private func makeScratchDirectory() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "natter-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory.path
-    }
-}
-
-/// A causally consistent workload: `authors` writers taking turns in one conversation, each record depending on
-/// everything written before it (so every record carries a full vector clock), signed up front.
-struct BenchWorkload {
-    let records: [Record]
-
-    static func make(records count: Int, authors: Int) -> BenchWorkload {
-        var rng = SeededGenerator(seed: 42)
-        let identities = (0..<authors).map { _ in try! IdentityKeyPair(seed: rng.bytes(32)) }
-        let conversation = ConversationID(bytes: rng.bytes(32))
-        let epoch = EpochID(bytes: rng.bytes(32))
-        var clock = [AuthorID: UInt64]()
-        var heads = [AuthorID: RecordID]()
-        var lamport: UInt64 = 0
-        var records = [Record]()
-        records.reserveCapacity(count)
-        let payload = rng.bytes(200)
-        for index in 0..<count {
-            let identity = identities[index % authors]
-            let author = AuthorID(identity.publicKey)
-            let sequence = (clock[author] ?? 0) + 1
-            let header = RecordHeader(
-                kind: .content, conversation: conversation, author: author, sequence: sequence,
-                previous: heads[author] ?? .none, epoch: epoch, lamport: lamport + 1,
-                createdAtMillis: 1_700_000_000_000 + Int64(index), dependencies: VectorClock(clock))
-            let record = try! Record.sign(header: header, payload: payload, by: identity)
-            records.append(record)
-            clock[author] = sequence
-            heads[author] = record.id
-            lamport += 1
-        }
-        return BenchWorkload(records: records)
     }
 }
 

@@ -47,17 +47,7 @@ struct InitCommand: ParsableCommand {
 
     private func readNetworkKey() throws -> NetworkKey? {
         var passphrase = network
-        if let networkFile {
-            let text: String?
-            if networkFile == "-" {
-                text = readLine(strippingNewline: true)
-            } else {
-                text = (try? String(contentsOfFile: networkFile, encoding: .utf8))?
-                    .split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
-            }
-            guard let text else { throw StoreError.fileSystem(path: networkFile, reason: "cannot read a passphrase") }
-            passphrase = text
-        }
+        if let networkFile { passphrase = try firstLine(of: networkFile, what: "a passphrase") }
         guard let passphrase else { return nil }
         guard !passphrase.isEmpty else { throw ValidationError("the network passphrase is empty") }
         return try NetworkKey.fromPassphrase(passphrase)

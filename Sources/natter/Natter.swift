@@ -9,7 +9,7 @@ struct Natter: AsyncParsableCommand {
         abstract: "A serverless chat node for local networks.",
         discussion: "Without a subcommand, natter starts the node on the default data directory (see `natter run`).",
         subcommands: [
-            RunCommand.self, InitCommand.self, IdCommand.self, DigestCommand.self, BenchCommand.self,
+            RunCommand.self, InitCommand.self, IdCommand.self, IdentityCommand.self, DigestCommand.self, BenchCommand.self,
             DebugCommand.self, LabCommand.self,
         ],
         defaultSubcommand: RunCommand.self

@@ -19,6 +19,8 @@ final class RecordingConsole: Console {
     private let shown = Mutex<[String]>([])
     private let errors = Mutex<[String]>([])
     let history = Mutex<[String]>([])
+    /// Every prompt set (interactive sessions only).
+    let prompts = Mutex<[String]>([])
 
     init() {
         lines = AsyncStream { $0.finish() }
@@ -26,7 +28,7 @@ final class RecordingConsole: Console {
 
     func show(_ line: String) { shown.withLock { $0.append(line) } }
     func showError(_ line: String) { errors.withLock { $0.append(line) } }
-    func setPrompt(_ prompt: String) {}
+    func setPrompt(_ prompt: String) { prompts.withLock { $0.append(prompt) } }
     func addHistory(_ line: String) { history.withLock { $0.append(line) } }
 
     var output: [String] { shown.withLock { $0 } }
@@ -124,7 +126,7 @@ final class ReplNode: Sendable {
     }
 }
 
-private func temporaryRoot() -> String {
+func temporaryRoot() -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("natter-repl-\(UUID().uuidString)").path
 }
 

@@ -5,15 +5,20 @@ import NatterStore
 
 /// The conversation-query benchmark (`natter bench --queries`): a store holding `messages` messages across
 /// `conversations` groups of two writers, then the time to list conversations and to open one (its last 50 lines).
-struct QueryBench {
+public struct QueryBench {
     let conversations: Int
     let messages: Int
 
-    struct Result {
-        let populateSeconds: Double
-        let listMillis: [Double]
-        let openMillis: [Double]
-        let filterMillis: [Double]
+    public init(conversations: Int, messages: Int) {
+        self.conversations = conversations
+        self.messages = messages
+    }
+
+    public struct Result {
+        public let populateSeconds: Double
+        public let listMillis: [Double]
+        public let openMillis: [Double]
+        public let filterMillis: [Double]
     }
 
     /// A store filled with the workload, derived into the conversation tables.
@@ -79,7 +84,7 @@ struct QueryBench {
             seconds: Double(populated.components.seconds) + Double(populated.components.attoseconds) * 1e-18)
     }
 
-    func run(in directory: String) throws -> Result {
+    public func run(in directory: String) throws -> Result {
         let populated = try populate(in: directory)
         let (service, ids, perConversation) = (populated.conversations, populated.ids, populated.perConversation)
         var list = [Double]()

@@ -15,7 +15,7 @@ import Glibc
 /// that reports each record it applied and each store sync on standard output, stamped with
 /// `NetworkBench.monotonicNanos` (one clock for every process on the machine); the probe loop is
 /// `NetworkBench.probe`, as in one process.
-enum LatencyPeer {
+public enum LatencyPeer {
     /// Pins every thread of process `pid` (and the threads they start) to `cpu`, with util-linux's `taskset`.
     static func pin(pid: Int32, cpu: Int) throws {
         let process = Process()
@@ -37,7 +37,7 @@ enum LatencyPeer {
 
     /// Runs the receiving node in `directory` until standard input closes: prints `author HEX` and `port N`, then
     /// `applied HEX NANOS` per applied record and `synced NANOS` per store sync.
-    static func runReceiver(in directory: String) async throws {
+    public static func runReceiver(in directory: String) async throws {
         let (identity, store) = try NetworkBench.openStore(directory)
         _ = try Conversations(store: store, identity: identity).publishProfile(name: "Receiver", now: nowMillis())
         let node = try await Node(
@@ -68,7 +68,7 @@ enum LatencyPeer {
     // MARK: - The parent: the sending node
 
     /// Sends `messages` one at a time from a node in this process to the child's, `pause` apart.
-    static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws
+    public static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws
         -> NetworkBench.LatencyResult
     {
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")

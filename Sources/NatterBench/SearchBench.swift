@@ -5,24 +5,30 @@ import NatterStore
 /// The search benchmark (`natter bench --search`): the `--queries` store (`messages` messages across
 /// `conversations` groups, every line "message N in conversation I: the quick brown fox"), then the time of
 /// `Conversations.search` for words that match every message, a hundred, one conversation's, or none.
-struct SearchBench {
+public struct SearchBench {
     let conversations: Int
     let messages: Int
     let rounds: Int
 
-    struct Case {
-        let name: String
-        let hits: Int
+    public init(conversations: Int, messages: Int, rounds: Int) {
+        self.conversations = conversations
+        self.messages = messages
+        self.rounds = rounds
+    }
+
+    public struct Case {
+        public let name: String
+        public let hits: Int
         /// Sorted, one per round.
-        let millis: [Double]
+        public let millis: [Double]
     }
 
-    struct Result {
-        let populateSeconds: Double
-        let cases: [Case]
+    public struct Result {
+        public let populateSeconds: Double
+        public let cases: [Case]
     }
 
-    func run(in directory: String) throws -> Result {
+    public func run(in directory: String) throws -> Result {
         let populated = try QueryBench(conversations: conversations, messages: messages).populate(in: directory)
         let service = populated.conversations
         let rare = "\(populated.perConversation / 2)"  // "message 500 …": one line per conversation

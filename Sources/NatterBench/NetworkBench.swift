@@ -1,6 +1,6 @@
 import Foundation
 import NatterCrypto
-import NatterModel
+public import NatterModel
 import NatterNetwork
 import NatterNode
 import NatterStore
@@ -8,19 +8,19 @@ import Synchronization
 
 /// The network benchmarks of `natter bench` (docs/performance.md): two real nodes in one process, each with its
 /// own SQLite file on disk, linked over loopback TCP through the real transport, Noise channel and sync session.
-enum NetworkBench {
+public enum NetworkBench {
     /// Longest a benchmark waits for a link or for the other node before giving up (a broken build, not a slow one).
     static let waitLimit: Duration = .seconds(300)
 
-    struct CatchUpResult {
+    public struct CatchUpResult: Sendable {
         /// From the link's `peerUp` on the fresh node to its `caughtUp`.
-        let seconds: Double
-        let recordsHeld: Int
-        let recordsApplied: Int
+        public let seconds: Double
+        public let recordsHeld: Int
+        public let recordsApplied: Int
     }
 
     /// A fresh node pulls `records` from a node that holds them: the time from link up to caught up.
-    static func catchUp(records: [Record], in directory: String) async throws -> CatchUpResult {
+    public static func catchUp(records: [Record], in directory: String) async throws -> CatchUpResult {
         let source = try openStore(directory + "/source")
         var index = 0
         while index < records.count {
@@ -51,21 +51,21 @@ enum NetworkBench {
             recordsApplied: statistics.recordsApplied)
     }
 
-    struct LatencyResult {
+    public struct LatencyResult: Sendable {
         /// Send on one node → stored (committed, applied, reported) on the other, one message at a time, in
         /// milliseconds.
-        let millis: [Double]
+        public let millis: [Double]
         /// Send → durable on the other node: its store synced the commit (`Node.observeSyncs`), which it does
         /// before it sends anything in the same turn.
-        let durableMillis: [Double]
+        public let durableMillis: [Double]
         /// `appendOwn` alone (sign, seal, one committed and fsynced transaction) on the sending node.
-        let appendMillis: [Double]
+        public let appendMillis: [Double]
     }
 
     /// `messages` group messages sent one at a time, `pause` apart, between two nodes in this process: the time
     /// from the call to `send` until the other node reports the record applied (ingested and committed), and until
     /// its store synced it. `LatencyPeer.sendLatency` is the same with the receiver in another process.
-    static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws -> LatencyResult {
+    public static func sendLatency(messages: Int, pause: Duration, in directory: String) async throws -> LatencyResult {
         let sender = try openStore(directory + "/sender")
         let receiver = try openStore(directory + "/receiver")
         _ = try Conversations(store: sender.store, identity: sender.identity).publishProfile(
@@ -232,7 +232,7 @@ enum NetworkBench {
     }
 }
 
-struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct BenchError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
