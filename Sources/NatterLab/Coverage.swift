@@ -85,14 +85,14 @@ extension OperationKind {
     var isContent: Bool {
         switch self {
         case .message, .reaction, .receipt, .raced, .twin: true
-        case .profile, .create, .add, .remove: false
+        case .profile, .create, .add, .remove, .rekey: false
         }
     }
 
     /// A commit that opens an epoch.
     var opensEpoch: Bool {
         switch self {
-        case .create, .add, .remove: true
+        case .create, .add, .remove, .rekey: true
         case .profile, .message, .reaction, .receipt, .raced, .twin: false
         }
     }

@@ -38,6 +38,7 @@ extension Simulation {
         }
         sealed.removeAll(keepingCapacity: true)
         guard let core = node.core else { return }
+        if configuration.nodeReceipts { learnOwnWrites(index) }
         // Only a link coming up can raise the number of established peers.
         if linkUp {
             let peers = core.connectedPeers.count
@@ -55,6 +56,25 @@ extension Simulation {
         }
         breakAfterInput(index)
         scheduleTick(index)
+    }
+
+    /// Enters in the ledger what node `index` wrote on its own in the group (its receipts and re-keys, chat setting):
+    /// the records of its feed beyond those the ledger knows. A twin's are left out (they are a fork's branch).
+    private func learnOwnWrites(_ index: Int) {
+        guard index < configuration.nodes, let group else { return }
+        let node = nodes[index]
+        do {
+            guard let feed = try node.store.feeds(of: group).first(where: { $0.author == node.author }) else { return }
+            let known = ledger.highestSequence(conversation: group, author: node.author)
+            guard feed.stored > known else { return }
+            let written = try node.store.records(
+                conversation: group, author: node.author, from: known + 1, limit: Int(feed.stored - known))
+            for record in written {
+                ledger.add(record, author: index, kind: record.header.kind == .commit ? .rekey : .receipt, at: now)
+            }
+        } catch {
+            fail("\(node.name): store read failed: \(error)")
+        }
     }
 
     /// The kind of message `bytes` carry: the core sealed them (`sealed`), or they are a handshake message or a

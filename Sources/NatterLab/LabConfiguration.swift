@@ -166,6 +166,10 @@ public struct LabConfiguration: Sendable, Equatable {
     /// Shares of the workload that are reactions and read receipts; the rest are messages.
     public var reactionShare = 0.1
     public var receiptShare = 0.1
+    /// The chat setting: every node writes its receipts as the shipped node does (its core's own receipt timing,
+    /// `ReceiptConfiguration` at the shipped defaults), and the workload writes none (its receipt share becomes
+    /// messages). Off: the Maelstrom setting, where the nodes write nothing on their own.
+    public var nodeReceipts = false
 
     public init() {}
 
@@ -224,6 +228,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if churn { words.append("--churn") }
         if randomFaults { words.append("--random-faults") }
         if randomForks { words.append("--forks") }
+        if nodeReceipts { words.append("--node-receipts") }
         for fault in faults { words.append("--fault \(fault)") }
         if let variant { words.append("--variant \(variant.rawValue)") }
         if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }

@@ -4,13 +4,14 @@ import NatterModel
 public enum OperationKind: String, Sendable, CaseIterable, Comparable {
     /// `raced`: a message its author wrote at the moment it was removed, before it could know (concurrent with
     /// its removal: the rules retract it everywhere); `twin`: a message of a node's twin (a fork).
-    case profile, create, message, reaction, receipt, add, remove, raced, twin
+    /// `rekey`: a re-key a node wrote on its own (chat setting).
+    case profile, create, message, reaction, receipt, add, remove, raced, twin, rekey
 
     /// Whether the workload issued it (it counts as an operation in the report).
     var isOperation: Bool {
         switch self {
         case .message, .reaction, .receipt, .add, .remove: true
-        case .profile, .create, .raced, .twin: false
+        case .profile, .create, .raced, .twin, .rekey: false
         }
     }
 
@@ -54,6 +55,8 @@ struct Ledger {
     private var bySequence: [Feed: [UInt64: Int]] = [:]
     /// Feeds that forked (two records at one sequence: a twin's and its original's), and from which sequence.
     private(set) var forks: [Feed: UInt64] = [:]
+    /// Per feed, the highest sequence held.
+    private var highest: [Feed: UInt64] = [:]
     let nodes: Int
 
     init(nodes: Int) { self.nodes = nodes }
@@ -83,6 +86,7 @@ struct Ledger {
                 ref: record.ref, author: author, kind: kind, publishedAt: time, dependencies: dependencies,
                 appliedAt: appliedAt, appliedCount: 1))
         index[id] = entries.count - 1
+        highest[feed] = max(highest[feed] ?? 0, header.sequence)
         // A twin's record at a sequence the original holds too is the other branch: the first stays indexed.
         if bySequence[feed]?[header.sequence] == nil {
             bySequence[feed, default: [:]][header.sequence] = entries.count - 1
@@ -98,6 +102,11 @@ struct Ledger {
         let record = entries[position].ref.position
         guard let fork = forks[Feed(conversation: record.conversation, author: record.author)] else { return false }
         return record.sequence >= fork
+    }
+
+    /// The highest sequence of the feed of `author` in `conversation` the ledger holds (0: none).
+    func highestSequence(conversation: ConversationID, author: AuthorID) -> UInt64 {
+        highest[Feed(conversation: conversation, author: author)] ?? 0
     }
 
     /// Forgets the fork of `feed`: one branch never left the node that wrote it (no fork reached the network).

@@ -273,12 +273,14 @@ final class Simulation {
     func makeCore(_ node: SimNode) -> NodeCore {
         let seed = Self.derive(configuration.seed, 0xC0DE &+ UInt64(node.index) &* 1_000 &+ UInt64(node.incarnation))
         var configuration = NodeConfiguration()
-        configuration.conversationRefreshDelay = LabLimits.conversationRefreshDelay
+        // The chat setting refreshes within the input that stored records, as the shipped node does after each turn
+        // that is not a bulk catch-up: its receipts are reviewed at each refresh, so their timing depends on it.
+        configuration.conversationRefreshDelay =
+            self.configuration.nodeReceipts ? .zero : LabLimits.conversationRefreshDelay
         configuration.syncPushInterval = self.configuration.pushInterval
-        // The node's own receipts and re-keys (node policy) are off in the lab for now: its workloads write the
-        // receipts they measure, and its figures (docs/lab.md) are of that workload. Sharing the shipped policy is
-        // issue 20's next step.
-        configuration.receipts.enabled = false
+        // The node's own receipts and re-keys (node policy, shipped defaults) only in the chat setting: in the
+        // Maelstrom setting the workload writes every record, and the figures (docs/lab.md) are of that workload.
+        configuration.receipts.enabled = self.configuration.nodeReceipts
         let core = NodeCore(
             store: node.store, identity: node.identity, networkKey: networkKey, configuration: configuration,
             random: SeededGenerator(seed: seed))

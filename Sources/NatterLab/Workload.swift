@@ -65,7 +65,7 @@ extension Simulation {
         var kind = OperationKind.message
         if draw < configuration.reactionShare {
             kind = .reaction
-        } else if draw < configuration.reactionShare + configuration.receiptShare {
+        } else if draw < configuration.reactionShare + configuration.receiptShare, !configuration.nodeReceipts {
             kind = .receipt
         }
         var target: RecordID?

@@ -14,7 +14,7 @@ struct LabCommand: ParsableCommand {
 
 /// The network and workload options `run` and `sweep` share.
 struct LabOptions: ParsableArguments {
-    @Option(help: "Nodes in the simulation (2–200).")
+    @Option(help: "Nodes in the simulation (2–256).")
     var nodes: Int?
 
     @Option(help: ArgumentHelp("One-way link latency.", valueName: "DURATION"), transform: durationArgument)
@@ -44,6 +44,10 @@ struct LabOptions: ParsableArguments {
     @Flag(help: "With random faults: a twin (a restored backup of a member) forks its feeds in one seed out of five.")
     var forks = false
 
+    @Flag(
+        help: "The chat setting: each node writes its receipts as the shipped node does; the workload writes none.")
+    var nodeReceipts = false
+
     @Option(help: "Most links per node.")
     var degreeMax: Int?
 
@@ -66,6 +70,7 @@ struct LabOptions: ParsableArguments {
         configuration.lateJoiners = lateJoiners
         configuration.churn = churn
         configuration.randomForks = forks
+        configuration.nodeReceipts = nodeReceipts
         if let degreeMax { configuration.degreeMax = degreeMax }
         if let degreeTarget { configuration.degreeTarget = degreeTarget }
         if let pushInterval { configuration.pushInterval = pushInterval }
