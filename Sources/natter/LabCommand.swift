@@ -9,7 +9,7 @@ struct LabCommand: ParsableCommand {
         commandName: "lab",
         abstract: "Simulate many nodes over a faulty network and check that they converge.",
         discussion: "Everything runs on a virtual clock from one seed: the same command prints the same report.",
-        subcommands: [LabRunCommand.self, LabSweepCommand.self, LabShrinkCommand.self])
+        subcommands: [LabRunCommand.self, LabSweepCommand.self, LabShrinkCommand.self, LabTradeOffCommand.self])
 }
 
 /// The network and workload options `run` and `sweep` share.
@@ -284,6 +284,47 @@ struct LabShrinkCommand: ParsableCommand {
         print(
             "minimal (\(result.runs) runs, fails on \(result.signature)): \(result.report.failures.first ?? "")")
         print("replay: \(result.minimal.commandLine)")
+    }
+}
+
+/// `natter lab tradeoff`: one run per push interval; a table and a picture of messages against latency.
+struct LabTradeOffCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tradeoff",
+        abstract: "Run one setting at several push intervals; print a table and draw messages against latency.",
+        discussion: """
+            Takes the options of `natter lab run` (--push-interval is replaced by each of --push-intervals). \
+            Prints one Markdown row per interval as it is measured; --svg draws messages per operation across and \
+            the median, p95 and maximum delivery latency up, with the targets dashed.
+            """)
+
+    @OptionGroup var runOptions: LabRunOptions
+
+    @Option(help: ArgumentHelp("The push intervals to run, in order: 20ms,40ms,80ms.", valueName: "DURATIONS"))
+    var pushIntervals: String = "10ms,20ms,40ms,60ms,80ms,100ms"
+
+    @Option(help: ArgumentHelp("Write the trade-off picture to FILE.", valueName: "FILE"))
+    var svg: String?
+
+    func run() throws {
+        let intervals = try pushIntervals.split(separator: ",").map { try durationArgument(String($0)) }
+        guard !intervals.isEmpty else { throw ValidationError("--push-intervals names no interval") }
+        var tradeOff = LabTradeOff(try runOptions.configuration())
+        print(tradeOff.configuration.commandLine + " --push-interval …")
+        LabTradeOff.tableHeader.forEach { print($0) }
+        do {
+            try tradeOff.run(intervals: intervals) { print(LabTradeOff.row($0)) }
+        } catch {
+            throw fail(error)
+        }
+        if let svg {
+            do {
+                try Data(tradeOff.svg().utf8).write(to: URL(fileURLWithPath: svg))
+            } catch {
+                throw fail(error)
+            }
+        }
+        if tradeOff.points.contains(where: { !$0.report.passed }) { throw ExitCode.failure }
     }
 }
 

@@ -109,3 +109,28 @@ struct ToolkitTests {
         #expect(first.logDigest == (try Lab.run(configuration)).logDigest)
     }
 }
+
+@Suite("Push-interval trade-off")
+struct TradeOffTests {
+    @Test("one run per interval, a row and a point each, the same picture twice")
+    func tradeOff() throws {
+        var configuration = smallConfiguration(seed: 2, nodes: 5, duration: .seconds(2))
+        configuration.latency = .milliseconds(50)
+        configuration.jitter = .zero
+        configuration.rate = 40
+        var first = LabTradeOff(configuration)
+        try first.run(intervals: [.milliseconds(10), .milliseconds(80)])
+        var second = LabTradeOff(configuration)
+        try second.run(intervals: [.milliseconds(10), .milliseconds(80)])
+        #expect(first.points.map(\.report.passed) == [true, true])
+        #expect(first.points.map(\.report.configuration.pushInterval) == [.milliseconds(10), .milliseconds(80)])
+        #expect(first.points.map { LabTradeOff.row($0) } == second.points.map { LabTradeOff.row($0) })
+        let svg = first.svg()
+        #expect(svg == second.svg())
+        #expect(svg.components(separatedBy: "<circle").count - 1 == 2)
+        // Each interval's run is the run with that --push-interval.
+        var direct = configuration
+        direct.pushInterval = .milliseconds(80)
+        #expect(try Lab.run(direct).logDigest == first.points[1].report.logDigest)
+    }
+}
