@@ -127,11 +127,11 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The decoders' libFuzzer target (records, content operations, file frames; scripts/fuzz.sh); built without
-        // -DFUZZING it replays a corpus.
+        // libFuzzer targets for every decoder of network bytes, one chosen by NATTER_FUZZ_TARGET (scripts/fuzz.sh);
+        // built without -DFUZZING it replays corpora (Tests/Fuzz/TARGET).
         .executableTarget(
             name: "natter-fuzz",
-            dependencies: ["NatterModel", "NatterCrypto", "NatterSync"],
+            dependencies: ["NatterModel", "NatterCrypto", "NatterSync", "NatterNetwork"],
             path: "Sources/natter-fuzz",
             swiftSettings: strictSettings
         ),

@@ -1,8 +1,11 @@
-# Independent implementation of the natter record encoding, written from docs/protocol.md only: rebuilds every
-# test vector there with Python's `cryptography` (Ed25519) and hashlib (BLAKE2b) and compares bytes, signature and id.
+# Independent implementation of the natter record encoding and of the key slots of opening commits, written from
+# docs/protocol.md only: rebuilds every record vector (§1.8) and every key-slot vector (§10.2) there with Python's
+# `cryptography` (Ed25519, X25519, ChaCha20-Poly1305) and hashlib (BLAKE2b), and compares bytes, signature and id.
 # Usage: python3 scripts/crosscheck_record_vectors.py docs/protocol.md
 import re, sys, hashlib, struct
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives import serialization
 
 text = open(sys.argv[1]).read()
@@ -40,4 +43,63 @@ for n in names:
     ok &= good
     print(f"vector {n}: {len(full)} bytes, header {header_len}, bytes {'MATCH' if full == expected else 'DIFFER'}, "
           f"signature {'MATCH' if sig == expected[-64:] else 'DIFFER'}, id {'MATCH' if rid == expected_id else 'DIFFER'}")
-print("ALL MATCH" if ok and len(names) >= 3 else "MISMATCH"); sys.exit(0 if ok else 1)
+
+
+# Key slots (§10.2). crypto_kdf: BLAKE2b-256 keyed with the key, salt = subkey id (u64 LE) padded to 16, personal =
+# the 8-byte context padded to 16. XChaCha20-Poly1305 = ChaCha20-Poly1305 under HChaCha20(key, nonce[0:16]) with the
+# 12-byte nonce 0000 ‖ nonce[16:24].
+def kdf(key, context):
+    return hashlib.blake2b(b"", digest_size=32, key=key, salt=bytes(16), person=context + bytes(8)).digest()
+
+
+def hchacha20(key, nonce16):
+    def rotl(v, c): return ((v << c) & 0xffffffff) | (v >> (32 - c))
+    def quarter(x, a, b, c, d):
+        x[a] = (x[a] + x[b]) & 0xffffffff; x[d] = rotl(x[d] ^ x[a], 16)
+        x[c] = (x[c] + x[d]) & 0xffffffff; x[b] = rotl(x[b] ^ x[c], 12)
+        x[a] = (x[a] + x[b]) & 0xffffffff; x[d] = rotl(x[d] ^ x[a], 8)
+        x[c] = (x[c] + x[d]) & 0xffffffff; x[b] = rotl(x[b] ^ x[c], 7)
+    x = list(struct.unpack("<4I", b"expand 32-byte k") + struct.unpack("<8I", key) + struct.unpack("<4I", nonce16))
+    for _ in range(10):
+        for a, b, c, d in ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15),
+                           (0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14)):
+            quarter(x, a, b, c, d)
+    return struct.pack("<8I", *(x[0:4] + x[12:16]))
+
+
+def raw(public):
+    return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+slot_blocks = {m.group(2): m.group(3) for m in re.finditer(r"```(\w+) (slots-[\w-]+)\n(.*?)```", text, re.S)}
+slot_names = sorted({k.split('-')[1] for k in slot_blocks})
+for n in slot_names:
+    fields = {}
+    for line in slot_blocks[f"slots-{n}-inputs"].strip().splitlines():
+        k, v = line.split(": ", 1)
+        fields.setdefault(k, []).append(v.split())
+    key = bytes.fromhex(fields["key"][0][0]); nonce = bytes.fromhex(fields["nonce"][0][0])
+    header = bytes.fromhex(fields["header"][0][0]); operation = bytes.fromhex(fields["operation"][0][0])
+    parents = [(bytes.fromhex(e), bytes.fromhex(k)) for e, k in fields.get("parent", [])]
+    members = sorted((bytes.fromhex(a), bytes.fromhex(p)) for a, p in fields["member"])
+    e = X25519PrivateKey.from_private_bytes(kdf(key, b"natrslot")); E = raw(e.public_key())
+    slots, tags, tag_key = struct.pack(">H", len(members)), b"", kdf(key, b"natrrost")
+    for author, secret in members:
+        own = X25519PrivateKey.from_private_bytes(secret)
+        P = raw(own.public_key())
+        shared = e.exchange(X25519PublicKey.from_public_bytes(P))
+        assert shared == own.exchange(X25519PublicKey.from_public_bytes(E)), "both sides agree on the slot secret"
+        hint = hashlib.blake2b(b"natter/v1/slot-hint" + E + P, digest_size=16, key=shared).digest()[:8]
+        wrap = hashlib.blake2b(b"natter/v1/slot-key" + E + P, digest_size=32, key=shared).digest()
+        slots += hint + ChaCha20Poly1305(wrap).encrypt(bytes(12), key, b"")
+        tags += hashlib.blake2b(author, digest_size=16, key=tag_key).digest()[:8]
+    body = bytes([len(parents)]) + b"".join(epoch + k for epoch, k in parents) + tags + operation
+    sealed = ChaCha20Poly1305(hchacha20(key, nonce[:16])).encrypt(bytes(4) + nonce[16:], body, header + E + slots)
+    payload = b"\x03" + E + slots + nonce + sealed
+    expected = bytes.fromhex("".join(slot_blocks[f"slots-{n}-payload"].split()))
+    expected_e = bytes.fromhex("".join(slot_blocks[f"slots-{n}-ephemeral"].split()))
+    good = payload == expected and E == expected_e
+    ok &= good
+    print(f"key slots {n}: {len(payload)} bytes, {len(members)} slots, ephemeral {'MATCH' if E == expected_e else 'DIFFER'}, "
+          f"payload {'MATCH' if payload == expected else 'DIFFER'}")
+print("ALL MATCH" if ok and len(names) >= 3 and slot_names else "MISMATCH"); sys.exit(0 if ok else 1)

@@ -9,7 +9,10 @@
 #                                     [--timeout SECONDS] [--binary PATH]
 # By default nodes find each other by UDP discovery alone; --named-peers links them in a ring of --peer instead.
 # --capture records every packet on the bridge (tcpdump, natter's ports only) and checks that natter traffic was
-# seen and that no packet holds the canary message, an identity key or the group title.
+# seen and that no packet holds what a passive observer must not see (SPEC F19): the canary message, the group's
+# title, a node's name, or an identity key. All four travel on every link (records, profiles, handshakes), so a node
+# that sent any of them in clear would be caught; with encryption disabled in a throwaway build the check fails on
+# all four (docs/security.md).
 # --stranger adds a node with another network key: nobody may link with it, and each node logs it at most once.
 # --offline-member (after the heal): node0 and node1 share a second group, "away". node1 is stopped (SIGTERM),
 # node0 writes to "away" until the non-members hold its records, then node0 is stopped too; node1 comes back and
@@ -114,9 +117,11 @@ echo "netns-cluster: $nodes nodes on $subnet.0/24 in namespaces ${tag}h*, linked
 for i in $(seq 1 $((nodes - 1))); do send 0 "/wait known node$i 30"; done
 members=""
 for i in $(seq 1 $((nodes - 1))); do members="$members node$i"; done
-send 0 "/group create lab$members"
+# A title no packet can hold by chance (the capture check looks for it).
+title="lab$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+send 0 "/group create $title$members"
 canary="canary-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-send 0 "/msg lab hello from node0 $canary"
+send 0 "/msg $title hello from node0 $canary"
 for i in $(seq 1 $((nodes - 1))); do wait_for "$i" "node0: hello from node0" 60; done
 echo "netns-cluster: group formed, first message everywhere"
 # Conversation lines every /digest must show: the group on every node, and "away" on node0 and node1.
@@ -142,7 +147,7 @@ for i in $(seq 0 $((nodes - 1))); do
 done
 echo "netns-cluster: $loss % loss and a $half/$((nodes - half)) partition for $partition s"
 for round in $(seq 1 "$messages"); do
-    for i in $(seq 0 $((nodes - 1))); do send "$i" "/msg lab round $round from node$i"; done
+    for i in $(seq 0 $((nodes - 1))); do send "$i" "/msg $title round $round from node$i"; done
     sleep $(( partition / messages > 0 ? partition / messages : 1 ))
 done
 
@@ -198,15 +203,19 @@ if [ -n "$capture" ]; then
     size=$(stat -c %s "$work/bridge.pcap")
     packets=$(tcpdump -r "$work/bridge.pcap" 2>/dev/null | wc -l)
     [ "$packets" -gt 50 ] || problems="$problems the capture holds only $packets packets;"
-    grep -qa "$canary" "$work/bridge.pcap" && problems="$problems the canary crossed the wire in clear;"
-    grep -qa "lab" <(tcpdump -r "$work/bridge.pcap" -A 2>/dev/null | grep -a "lab$members") && problems="$problems the title crossed the wire;"
+    # The raw capture is searched: each of these crosses many links many times, so even one copy split across two
+    # TCP segments leaves others whole.
+    grep -qaF "$canary" "$work/bridge.pcap" && problems="$problems the canary message crossed the wire in clear;"
+    grep -qaF "$title" "$work/bridge.pcap" && problems="$problems the group title crossed the wire in clear;"
+    hexdump=$(od -An -tx1 -v "$work/bridge.pcap" | tr -d ' \n')
     for i in $(seq 0 $((nodes - 1))); do
+        grep -qaF "node$i" "$work/bridge.pcap" && problems="$problems node$i's name crossed the wire in clear;"
         key=$(cat "$work/key$i")
-        if [ -n "$key" ] && od -An -tx1 -v "$work/bridge.pcap" | tr -d ' \n' | grep -q "$key"; then
+        if [ -n "$key" ] && grep -qF "$key" <<<"$hexdump"; then
             problems="$problems node$i's identity key is visible on the wire;"
         fi
     done
-    echo "netns-cluster: captured $packets natter packets ($size bytes): no canary, identity key or title in clear"
+    echo "netns-cluster: captured $packets natter packets ($size bytes): looked for the canary, the title, $nodes names and $nodes identity keys"
 fi
 if [ -z "$problems" ]; then
     echo "netns-cluster: passed: $(latest_digest 0 | head -1)"

@@ -9,8 +9,9 @@ public enum Limits {
     /// of `groupMembersMax` plus as many former members within the record cap.
     public static let dependenciesMax = 512
 
-    /// Largest group (members at once). Every commit seals the epoch key to each member (about 88 bytes each), so
-    /// 256 members keep a commit near 23 KiB, well inside `recordBytesMax`.
+    /// Largest group (members at once). Every opening commit seals the epoch key to each member (a 56-byte slot and
+    /// an 8-byte roster tag), so 256 members take 16 KiB of a commit: the largest commit possible (255 parents, 255
+    /// members named, 512 dependencies) is 62,069 bytes, inside `recordBytesMax` (KeySlotTests).
     public static let groupMembersMax = 256
 
     /// Largest sequence number: 2^62. Far beyond any real feed, and it keeps every counter inside SQLite's signed

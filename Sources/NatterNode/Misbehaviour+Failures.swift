@@ -27,7 +27,7 @@ extension Misbehaviour {
     /// A sync failure that is the peer's fault (docs/protocol.md §3.5); nil for a timeout (redial instead).
     init?(sync error: SyncError) {
         switch error {
-        case .malformed, .invalidRecord: self.init(.protocolViolation, "\(error)")
+        case .malformed, .invalidRecord, .excessiveRequests: self.init(.protocolViolation, "\(error)")
         case .timeout: return nil
         }
     }

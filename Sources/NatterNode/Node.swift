@@ -397,7 +397,10 @@ public actor Node: Service {
                     while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
                 }
                 group.addTask { [discovery] in
-                    for await request in discovery.dialRequests { await self.dialDiscovered(request) }
+                    // Concurrent, rate-limited per source, cancelled when the node stops (`DiscoveryDialer`).
+                    let dialer = DiscoveryDialer(
+                        dial: { await self.dialDiscovered($0) }, log: { line in Task { await self.report(line) } })
+                    await dialer.run(discovery.dialRequests)
                 }
                 group.addTask { [discovery] in
                     for await entry in discovery.logs { await self.report("\(entry)") }
@@ -438,11 +441,14 @@ public actor Node: Service {
 
     // MARK: - Discovery
 
-    private func dialDiscovered(_ request: DialRequest) async {
-        guard let discovery else { return }
+    /// Dials a node heard by discovery, with a LAN-sized connect timeout; whether it connected.
+    private func dialDiscovered(_ request: DialRequest) async -> Bool {
+        guard let discovery, !isShutDown else { return false }
         // A banned address's beacons are dropped: it is not dialled until its ban ends.
-        guard !penalties.isBanned(.address(Self.unscoped(request.host)), now: now) else { return }
-        guard let connection = await transport.dial(host: request.host, port: request.port) else { return }
+        guard !penalties.isBanned(.address(Self.unscoped(request.host)), now: now) else { return false }
+        let timeout = TimeAmount.nanoseconds(Int64(DiscoveryLimits.dialConnectTimeout / .nanoseconds(1)))
+        guard let connection = await transport.dial(host: request.host, port: request.port, connectTimeout: timeout)
+        else { return false }
         discovered[connection] = request.tag
         await discovery.peerConnected(request.tag)
         // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
@@ -452,6 +458,7 @@ public actor Node: Service {
                 connection: connection, nextAttempt: clock.now, backoff: Self.redialBackoffMin,
                 expires: clock.now + Self.discoveredRedialWindow)
         }
+        return true
     }
 
     private func report(_ line: String) {
@@ -517,6 +524,15 @@ public actor Node: Service {
             perform(core.handle(.linkClosed(LinkID(connection.raw)), now: now))
         case .dialFailed:
             break
+        case .writability(let connection, let writable):
+            perform(core.handle(.linkWritable(LinkID(connection.raw), writable), now: now))
+        case .dropped(let connection, let drop):
+            // The transport closed it for what the peer did; scored like the core's misbehaviour.
+            let link = LinkID(connection.raw)
+            let kind: Misbehaviour.Kind = if case .stalledHandshake = drop { .stalledHandshake } else { .notReading }
+            continuation.yield(.linkFailed(link, "transport: \(drop)"))
+            penalise(link, Misbehaviour(kind, "\(drop)"))
+            continuation.yield(.misbehaved(link, Misbehaviour(kind, "\(drop)")))
         }
     }
 
@@ -652,7 +668,8 @@ public actor Node: Service {
             if Self.tracing { Self.trace("event \(String(describing: event).prefix(60))") }
             switch event {
             case .misbehaved(let link, let misbehaviour):
-                penalise(link, misbehaviour)
+                // A handshake timeout is scored only while the handshake slots are under load (it held a place).
+                if misbehaviour.kind != .stalledHandshake || transport.handshakesUnderLoad { penalise(link, misbehaviour) }
                 continuation.yield(.misbehaved(link, misbehaviour))
             default:
                 if case .peerUp(let peer, let link) = event {

@@ -29,9 +29,8 @@ public final class NodeCore {
     private var automatic: AutomaticWrites
     /// The conversation this node's user is viewing (receipts there say "read").
     private var viewing: ConversationID?
-    /// Records waiting for a predecessor in their feed, per feed and sequence.
-    private var causalBuffer: [FeedKey: [UInt64: Record]] = [:]
-    private var bufferedCount = 0
+    /// Records waiting for a predecessor in their feed, charged to the peers that delivered them (CausalBuffer.swift).
+    private var causalBuffer: CausalBuffer
     /// This node's newest own records, which the sessions push without reading them back (`RecentOwnRecords`).
     private let recentOwnRecords = RecentOwnRecords()
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
@@ -56,6 +55,7 @@ public final class NodeCore {
         files = FileTransfer(store: store, conversations: conversations)
         typing = TypingRelay(identity: identity, conversations: conversations)
         automatic = AutomaticWrites(configuration: configuration.receipts)
+        causalBuffer = CausalBuffer(limits: configuration.causalBuffer)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.
         var generator = random
         let staticKey = NoiseKeyPair.generate(using: &generator)
@@ -75,8 +75,8 @@ public final class NodeCore {
     /// authors further away stay bulk (a flood slows multi-hop chat, not chat with a neighbour's author).
     var priorityAuthors: Set<AuthorID> { Set(links.connectedPeers.keys).union([identity.author]) }
 
-    /// Records currently held in the causal buffer (bounded by `configuration.causalBufferRecordsMax`).
-    public var causalBufferCount: Int { bufferedCount }
+    /// Records currently held in the causal buffer (bounded by `configuration.causalBuffer`).
+    public var causalBufferCount: Int { causalBuffer.count }
 
     /// Records the sessions delivered to this core since it started, and those among them that were new to the
     /// store (stored at once or later from the causal buffer): the difference is redundant copies (the lab's
@@ -102,6 +102,7 @@ public final class NodeCore {
         [
             links.nextDeadline(handshakeTimeout: configuration.handshakeTimeout), files.nextDeadline,
             refreshes.deadline, typing.nextDeadline, scheduler.nextDeadline, relay.nextCheck, automatic.nextDeadline,
+            causalBuffer.nextExpiry,
         ].compactMap { $0 }.min()
     }
 
@@ -139,6 +140,8 @@ public final class NodeCore {
             scheduler.forget(link: id)
             guard let peer = links.closed(id) else { return [] }
             return [.event(.peerDown(peer, id))]
+        case .linkWritable(let id, let writable):
+            return syncActions(id, links.withSession(id) { $0.writable(writable, now: now) } ?? [], now: now)
         case .tick:
             return tick(now: now)
         }
@@ -225,7 +228,14 @@ public final class NodeCore {
         let state = snapshot.state
         let me = identity.author
         guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
-        if state.currentEpoch == nil && state.rekeyDuty == me { automatic.rekeyNeeded(in: conversation, now: now) }
+        // A re-key is due when no epoch matches the roster and the rules name this node, or when a commit sealed a
+        // member a key that does not open it and `SlotRepair` names this node (`try?`: an unreadable store is
+        // asked again at the next refresh).
+        if (state.currentEpoch == nil && state.rekeyDuty == me)
+            || (try? conversations.owesSlotRepair(in: conversation)) == true
+        {
+            automatic.rekeyNeeded(in: conversation, now: now)
+        }
         let marks = state.receipts[me]
         if viewing == conversation, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
             automatic.receiptNeeded(in: conversation, read: true, now: now)
@@ -446,6 +456,7 @@ public final class NodeCore {
         /// New records held for a gap: their link is ahead of us in their feed.
         var ahead = [StoredRecord]()
         recordsDelivered += records.count
+        let deliveredBy = links.read(id) { $0.peer }
         for (record, outcome) in zip(records, outcomes) {
             let header = record.header
             switch outcome {
@@ -460,8 +471,9 @@ public final class NodeCore {
                     StoredRecord(
                         conversation: header.conversation, author: header.author, sequence: header.sequence,
                         bytes: record.bytes, isForkEvidence: isEvidence))
-            case .outOfOrder(_, let missingFrom):
-                buffer(record, missingFrom: missingFrom)
+            case .outOfOrder:
+                // Refused when its peer holds its share: the session asks for the gap either way.
+                if let deliveredBy { _ = causalBuffer.hold(record, from: deliveredBy, now: now) }
                 ahead.append(StoredRecord(record))
             case .duplicate:
                 copies.append(FeedKey(conversation: header.conversation, author: header.author))
@@ -548,9 +560,7 @@ public final class NodeCore {
 
     /// Forgets buffered records of a conversation (it was evicted).
     private func dropBuffered(_ conversation: ConversationID) {
-        for feed in causalBuffer.keys where feed.conversation == conversation {
-            bufferedCount -= causalBuffer.removeValue(forKey: feed)!.count
-        }
+        causalBuffer.drop(conversation: conversation)
     }
 
     /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
@@ -558,40 +568,23 @@ public final class NodeCore {
         configuration.clockOriginMillis + now.wholeMilliseconds
     }
 
-    private func buffer(_ record: Record, missingFrom: UInt64) {
-        let feed = FeedKey(conversation: record.header.conversation, author: record.header.author)
-        guard causalBuffer[feed]?[record.header.sequence] == nil else { return }
-        guard bufferedCount < configuration.causalBufferRecordsMax else { return }  // anti-entropy fetches it later
-        causalBuffer[feed, default: [:]][record.header.sequence] = record
-        bufferedCount += 1
-    }
-
     /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
     private func drainCausalBuffer(now: Duration) -> (stored: [Record], applied: [RecordRef]) {
         var stored = [Record]()
         var applied = [RecordRef]()
         var progress = true
-        while progress && bufferedCount > 0 {
+        while progress && causalBuffer.count > 0 {
             progress = false
-            for feed in causalBuffer.keys.sorted() {
-                guard let state = try? store.feeds(of: feed.conversation).first(where: { $0.author == feed.author })
+            for feed in causalBuffer.feeds {
+                guard let state = try? store.feeds(of: feed.conversation).first(where: { $0.author == feed.author }),
+                    let record = causalBuffer.take(feed, next: state.stored + 1)
                 else { continue }
-                let next = state.stored + 1
-                // Drop what the feed already holds.
-                for sequence in causalBuffer[feed]!.keys where sequence < next {
-                    causalBuffer[feed]![sequence] = nil
-                    bufferedCount -= 1
-                }
-                guard let record = causalBuffer[feed]?[next] else { continue }
-                causalBuffer[feed]![next] = nil
-                bufferedCount -= 1
                 if let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] {
                     stored.append(record)
                     applied += report.applied
                     progress = true
                 }
             }
-            causalBuffer = causalBuffer.filter { !$0.value.isEmpty }
         }
         return (stored, applied)
     }
@@ -750,13 +743,16 @@ public final class NodeCore {
 
     private func tick(now: Duration) -> [NodeAction] {
         var out = releaseHeldDeliveries(now: now)
+        if let expiry = causalBuffer.nextExpiry, now >= expiry { _ = causalBuffer.expire(now: now) }
         if refreshes.isDue(now: now) { out += refreshPending(now: now) }
         if relay.takeCheckDue(now: now) { out += enforceRelayQuota(now: now) }
         for id in links.ids {
             if let openedAt = links.handshakeOpenedAt(id) {
                 guard now >= openedAt + configuration.handshakeTimeout else { continue }
                 links.remove(id)
-                out += [.event(.linkFailed(id, "handshake timed out")), .close(id)]
+                // Scored only while the transport's handshake slots are under load (`Node`): then it held a place.
+                let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(configuration.handshakeTimeout)")
+                out += [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]
                 continue
             }
             if let closeAt = links.read(id, { $0.closeAt }) ?? nil, now >= closeAt {

@@ -17,6 +17,9 @@ public enum NodeInput: Sendable {
     case bytesReceived(LinkID, [UInt8])
     /// The connection ended (closed, reset, or cut).
     case linkClosed(LinkID)
+    /// The connection's socket stopped (false) or started again (true) taking writes without queueing: sync batches
+    /// wait meanwhile (`SyncSession.writable`).
+    case linkWritable(LinkID, Bool)
     /// Time passed (the caller calls at `nextDeadline()` at the latest).
     case tick
 }
@@ -61,8 +64,13 @@ public enum NodeEvent: Equatable, Sendable {
 
 /// Bounds and timings of a node, each with its reason.
 public struct NodeConfiguration: Sendable {
-    /// Records held while their feed has a gap (arrived ahead of a predecessor): enough for a few sync batches.
-    public var causalBufferRecordsMax = 4_096
+    /// Bounds of the records held while their feed has a gap (arrived ahead of a predecessor), per peer and in all.
+    public var causalBuffer = CausalBufferLimits()
+    /// Records held while their feed has a gap, at most (`causalBuffer.recordsMax`).
+    public var causalBufferRecordsMax: Int {
+        get { causalBuffer.recordsMax }
+        set { causalBuffer.recordsMax = newValue }
+    }
     /// A handshake that has not finished by then is abandoned (a half-open or hostile connection).
     public var handshakeTimeout: Duration = .seconds(5)
     /// Frames per direction between rekeys (tests lower it).

@@ -28,6 +28,12 @@ public struct Misbehaviour: Equatable, Sendable, CustomStringConvertible {
         case malformedFrame
         /// A well-framed message broke the sync protocol, or carried a record with a bad signature.
         case protocolViolation
+        /// An inbound connection held a handshake slot without finishing (silent, or stalled mid-way) while the slots
+        /// were under load: evicted for a newer connection, or timed out. A slowloris's mark; an honest node on a bad
+        /// network may do it once, so it costs 1 point.
+        case stalledHandshake
+        /// The peer did not read what the node sent it, while asking for more (`TCPLimits.outboundBytesMax`).
+        case notReading
 
         public var description: String {
             switch self {
@@ -35,6 +41,8 @@ public struct Misbehaviour: Equatable, Sendable, CustomStringConvertible {
             case .failedHandshake: "failed handshake"
             case .malformedFrame: "malformed frame"
             case .protocolViolation: "protocol violation"
+            case .stalledHandshake: "stalled handshake"
+            case .notReading: "not reading"
             }
         }
     }
@@ -59,6 +67,9 @@ public struct PenaltyConfiguration: Sendable, Equatable {
     /// Points for one link of another network: 1. A misconfigured neighbour redials with backoff; a few attempts
     /// are tolerated, then it is kept out so it costs no more handshakes (and log lines).
     public var wrongNetworkKeyPoints = 1
+    /// Points for a stalled handshake while the handshake slots are under load: 1 (a slowloris holding slots from one
+    /// address is banned after its fourth).
+    public var stalledHandshakePoints = 1
     /// Points for every other misbehaviour: 2 (a second offence within the decay bans).
     public var misbehaviourPoints = 2
     /// One point is forgiven per this much time without offence: 60 s. A peer that failed once an hour ago starts
@@ -127,8 +138,11 @@ public struct PeerPenalties: Sendable {
     /// already banned are not scored again. Returns the bans that begin now.
     public mutating func offended(_ offenders: [Offender], _ misbehaviour: Misbehaviour, now: Duration) -> [Verdict] {
         let points =
-            misbehaviour.kind == .wrongNetworkKey
-            ? configuration.wrongNetworkKeyPoints : configuration.misbehaviourPoints
+            switch misbehaviour.kind {
+            case .wrongNetworkKey: configuration.wrongNetworkKeyPoints
+            case .stalledHandshake: configuration.stalledHandshakePoints
+            default: configuration.misbehaviourPoints
+            }
         var verdicts = [Verdict]()
         for offender in Set(offenders).sorted() {
             var entry = entries[offender].map { decayed($0, now: now) }

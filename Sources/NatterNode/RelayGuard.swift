@@ -88,8 +88,8 @@ struct RelayGuard {
     /// The record, if it is a correctly signed commit that seals a key to `identity` (an invitation).
     static func invitation(_ record: Record, for identity: LocalIdentity) -> Record? {
         guard record.header.kind == .commit, record.hasValidSignature,
-            let commit = try? ConversationPayload.parseCommit(record.payload),
-            ConversationPayload.openSlot(commit, member: identity.author, keyPair: identity.encryption) != nil
+            let commit = try? ConversationPayload.parseCommit(record.payload), let ephemeral = commit.ephemeral,
+            case .key = KeySlots.open(slots: commit.slots, ephemeral: ephemeral, keyPair: identity.encryption)
         else { return nil }
         return record
     }

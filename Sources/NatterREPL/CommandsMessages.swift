@@ -101,12 +101,14 @@ extension ReplSession {
                 ])
             }
             results.append(
-                .object([
-                    ("conversation", .string(hit.conversation.hex)), ("title", .string(conversationTitle)),
-                    ("id", .string(hit.message.hex)), ("ref", .string(ref)), ("author", .text(names.raw(hit.sender))),
-                    ("fingerprint", events.fingerprint(hit.sender)), ("time_ms", .int(hit.displayedAtMillis)),
-                    ("snippet", .string(hit.snippet)), ("highlights", .array(highlights)),
-                ]))
+                events.flagged(
+                    .object([
+                        ("conversation", .string(hit.conversation.hex)), ("title", .string(conversationTitle)),
+                        ("id", .string(hit.message.hex)), ("ref", .string(ref)),
+                        ("author", .text(names.raw(hit.sender))), ("fingerprint", events.fingerprint(hit.sender)),
+                        ("time_ms", .int(hit.displayedAtMillis)), ("snippet", .string(hit.snippet)),
+                        ("highlights", .array(highlights)),
+                    ])))
         }
         if output.json {
             output.emit(

@@ -2,21 +2,17 @@ import Foundation
 import NatterCrypto
 import NatterModel
 
-/// Rendering of text from the network: control characters and bidirectional overrides escaped, continuation lines
-/// indented so a message cannot forge another line (SPEC "REPL").
+/// Rendering of text from the network: control characters, bidirectional overrides and invisible characters
+/// escaped, continuation lines indented so a message cannot forge another line (SPEC "REPL"; issue 19, item 4).
 public enum Safe {
-    /// One line: every control character (newline included) and every bidirectional override or isolate escaped.
-    public static func line(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            if isDangerous(scalar) {
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    /// One line: every control character (newline included), every bidirectional override or isolate, and every
+    /// default-ignorable or format character escaped — except inside an emoji sequence (the variation selector of
+    /// ❤️, the joiners of 👩‍👩‍👧), and a joiner between two letters (Persian, Indic scripts shape words with them).
+    public static func line(_ text: String) -> String { escaped(text, joinersBetweenLetters: true) }
+
+    /// A name: as `line`, but joiners are escaped between letters too. A name is what an impersonator forges, and
+    /// "Vic\u{200d}tim" must not print as "Victim".
+    static func name(_ text: String) -> String { escaped(text, joinersBetweenLetters: false) }
 
     /// Several lines: each made safe, continuation lines indented by `indent` spaces (at least one), so no line
     /// of a message can pass for a line of the REPL.
@@ -30,38 +26,93 @@ public enum Safe {
         line(text.replacingOccurrences(of: "\n", with: " "))
     }
 
+    private static func escaped(_ text: String, joinersBetweenLetters: Bool) -> String {
+        var out = ""
+        let characters = Array(text)
+        for (position, character) in characters.enumerated() {
+            let scalars = Array(character.unicodeScalars)
+            let emoji = isEmojiSequence(scalars)
+            for (index, scalar) in scalars.enumerated() {
+                var escape = isDangerous(scalar)
+                if !escape && isInvisible(scalar) {
+                    let joinsLetters =
+                        joinersBetweenLetters && (scalar.value == 0x200C || scalar.value == 0x200D)
+                        && isLetter(scalars.first!) && position + 1 < characters.count
+                        && isLetter(characters[position + 1].unicodeScalars.first!)
+                    escape = !(emoji && index > 0) && !joinsLetters
+                }
+                if escape {
+                    out += "\\u{\(String(scalar.value, radix: 16))}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+
     private static func isDangerous(_ scalar: Unicode.Scalar) -> Bool {
         scalar.properties.generalCategory == .control
             || (0x202A...0x202E).contains(scalar.value)  // embeddings and overrides
             || (0x2066...0x2069).contains(scalar.value)  // isolates
             || scalar.value == 0x200E || scalar.value == 0x200F || scalar.value == 0x061C  // marks
     }
+
+    /// Characters that print as nothing (or nearly): default-ignorable code points and format characters.
+    private static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.isDefaultIgnorableCodePoint || scalar.properties.generalCategory == .format
+    }
+
+    /// A grapheme that is an emoji: its first scalar is one, shown as emoji (by default, or by U+FE0F).
+    private static func isEmojiSequence(_ scalars: [Unicode.Scalar]) -> Bool {
+        guard let first = scalars.first, first.properties.isEmoji else { return false }
+        return first.properties.isEmojiPresentation || scalars.contains("\u{FE0F}")
+    }
+
+    private static func isLetter(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+            .nonspacingMark, .spacingMark:
+            true
+        default: false
+        }
+    }
 }
 
-/// Display names for identities, made safe, with a fingerprint added when two people share a name (SPEC "REPL":
-/// two people with the same name are told apart by their fingerprints).
+/// Display names for identities, made safe, with a fingerprint added wherever a name could be taken for another
+/// (SPEC "REPL": two people with the same name are told apart by their fingerprints). "The same" is judged by UTS #39
+/// skeletons (`NameSkeleton`): "Victim" + U+200B, "V\u{456}ctim" with a Cyrillic i, or "victim" are all Victim's name.
 struct NameBook: Sendable {
     private var names: [AuthorID: String]
-    private let duplicated: Set<String>
+    /// Identities whose name is confusable with someone else's, the viewer's included.
+    private let confusable: Set<AuthorID>
+    /// Their fingerprints, to flag JSON events (`flagged`).
+    private let confusableFingerprints: Set<String>
     let me: AuthorID
 
     init(names: [AuthorID: String], me: AuthorID) {
         self.names = names
         self.me = me
-        var counts = [String: Int]()
-        for name in names.values { counts[name, default: 0] += 1 }
-        duplicated = Set(counts.filter { $0.value > 1 }.keys)
+        var holders = [String: Set<AuthorID>]()
+        for (author, name) in names {
+            for key in NameSkeleton.keys(name) { holders[key, default: []].insert(author) }
+        }
+        confusable = Set(holders.values.filter { $0.count > 1 }.flatMap { $0 })
+        confusableFingerprints = Set(confusable.map(\.publicKey.fingerprint))
     }
 
     /// The profile name as published (unsafe), or nil when no profile has arrived.
     func raw(_ author: AuthorID) -> String? { names[author] }
 
-    /// What to print for `author`: the safe name, "Name (fingerprint)" when someone else has the same name, the
-    /// fingerprint alone when no profile has arrived yet.
+    /// Whether `author`'s name could be taken for someone else's.
+    func isConfusable(_ author: AuthorID) -> Bool { confusable.contains(author) }
+
+    /// What to print for `author`: the safe name, "Name (fingerprint)" when it could be taken for someone else's,
+    /// the fingerprint alone when no profile has arrived yet.
     func display(_ author: AuthorID) -> String {
         guard let name = names[author] else { return author.publicKey.fingerprint }
-        let safe = Safe.line(name)
-        return duplicated.contains(name) ? "\(safe) (\(author.publicKey.fingerprint))" : safe
+        let safe = Safe.name(name)
+        return confusable.contains(author) ? "\(safe) (\(author.publicKey.fingerprint))" : safe
     }
 
     /// "you" for the viewer, otherwise `display`.
@@ -69,6 +120,29 @@ struct NameBook: Sendable {
 
     /// Every known identity.
     var authors: [AuthorID] { names.keys.sorted() }
+
+    /// A JSON event with each identity's flag beside its fingerprint: `"confusable"` after `"fingerprint"`,
+    /// `"by_confusable"` after `"by_fingerprint"` (names stay raw in JSON; the flag says when not to trust one).
+    func flagged(_ event: JSON) -> JSON {
+        switch event {
+        case .array(let items):
+            return .array(items.map(flagged))
+        case .object(let fields):
+            var out = [(String, JSON)]()
+            for (index, (key, value)) in fields.enumerated() {
+                out.append((key, flagged(value)))
+                if key == "fingerprint" || key == "by_fingerprint", case .string(let fingerprint) = value {
+                    let flag = key == "fingerprint" ? "confusable" : "by_confusable"
+                    // Flagged once: an object built from flagged parts keeps the flags it has.
+                    if index + 1 < fields.count, fields[index + 1].0 == flag { continue }
+                    out.append((flag, .bool(confusableFingerprints.contains(fingerprint))))
+                }
+            }
+            return .object(out)
+        default:
+            return event
+        }
+    }
 }
 
 /// A message as the renderer needs it: everything decided, nothing looked up.

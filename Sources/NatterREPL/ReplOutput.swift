@@ -48,14 +48,19 @@ struct ReplEvents {
 
     func fingerprint(_ author: AuthorID) -> JSON { .string(author.publicKey.fingerprint) }
 
+    /// `json` with a `confusable` flag beside each fingerprint (`NameBook.flagged`): every event that names someone
+    /// goes through it.
+    func flagged(_ json: JSON) -> JSON { names.flagged(json) }
+
     func person(_ type: String, _ author: AuthorID, _ fields: [(String, JSON)]) -> JSON {
-        .object(
-            [("type", .string(type)), ("name", .text(names.raw(author))), ("fingerprint", fingerprint(author))]
-                + fields)
+        flagged(
+            .object(
+                [("type", .string(type)), ("name", .text(names.raw(author))), ("fingerprint", fingerprint(author))]
+                    + fields))
     }
 
     func people(_ members: [AuthorID]) -> JSON {
-        .array(members.map { .object([("name", .text(names.raw($0))), ("fingerprint", fingerprint($0))]) })
+        flagged(.array(members.map { .object([("name", .text(names.raw($0))), ("fingerprint", fingerprint($0))]) }))
     }
 
     /// A `message` event: a line new, edited, deleted or retracted.
@@ -63,7 +68,7 @@ struct ReplEvents {
         _ message: TimelineMessage, line: ConversationLine, conversation: ConversationID, title: String, ref: String,
         replyRef: String?, change: String, peersConnected: Bool
     ) -> JSON {
-        .object([
+        flagged(.object([
             ("type", "message"), ("change", .string(change)), ("conversation", .string(conversation.hex)),
             ("title", .string(title)), ("id", .string(message.id.hex)), ("ref", .string(ref)),
             ("author", .text(names.raw(message.author))), ("fingerprint", fingerprint(message.author)),
@@ -85,7 +90,7 @@ struct ReplEvents {
                 message.author == me
                     ? .string(StatusMark(line.status, peersConnected: peersConnected).name) : .null
             ),
-        ])
+        ]))
     }
 
     /// A `status` event: one of this node's messages moved on.
@@ -106,12 +111,12 @@ struct ReplEvents {
                 ("count", .int(Int64(count.count))), ("mine", .bool(count.mine)),
             ])
         }
-        return .object([
+        return flagged(.object([
             ("type", "reaction"), ("conversation", .string(conversation.hex)), ("id", .string(change.message.hex)),
             ("ref", .string(ref)), ("name", .text(names.raw(change.person))), ("fingerprint", fingerprint(change.person)),
             ("reaction", .text(change.reaction?.name)), ("emoji", .text(change.reaction?.emoji)),
             ("counts", .array(counts)),
-        ])
+        ]))
     }
 
     /// A `member` or `rename` event for a system line.
@@ -137,10 +142,11 @@ struct ReplEvents {
         case .renamed(let title): fields = [("type", "rename")] + fields + [("title", .text(title))]
         case .rekeyed: fields = [("type", "member"), ("change", "rekeyed")] + fields
         }
-        return .object(
-            fields + [
-                ("id", .string(event.id.hex)), ("by", .text(names.raw(event.author))),
-                ("by_fingerprint", fingerprint(event.author)), ("time_ms", .int(event.displayedAtMillis)),
-            ])
+        return flagged(
+            .object(
+                fields + [
+                    ("id", .string(event.id.hex)), ("by", .text(names.raw(event.author))),
+                    ("by_fingerprint", fingerprint(event.author)), ("time_ms", .int(event.displayedAtMillis)),
+                ]))
     }
 }

@@ -37,8 +37,8 @@ public struct ConversationSnapshot: Sendable {
     public let keys: [EpochID: SymmetricKey]
     let engine: ConversationEngine
 
-    /// Whether a commit sealed after us cannot be opened here: we were removed, or left out of a new epoch.
-    public var lockedOut: Bool { engine.hasUnreadableCommit }
+    /// Whether a commit sealed after us cannot be opened here: we were removed (`ConversationEngine.isLockedOut`).
+    public var lockedOut: Bool { engine.isLockedOut }
 }
 
 /// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.
@@ -77,6 +77,9 @@ public final class Conversations: Sendable {
     let keyless = Mutex<[ConversationID: [AuthorID: UInt64]]>([:])
     /// Counts the refreshes that found a profile changed: names shown in the tables can only change when it moves.
     let profileGeneration = Mutex(0)
+    /// The members each epoch head's commit sealed a wrong key to, once every slot was rebuilt
+    /// (Conversations+SlotRepair.swift): rebuilding costs an X25519 per member, and a commit never changes.
+    let slotChecks = Mutex<[EpochID: Set<AuthorID>]>([:])
     /// Refreshes written by this process: the token each writes in its conversation row (`WrittenTables.token`).
     let refreshCount = Mutex<UInt64>(0)
 
@@ -214,7 +217,7 @@ public final class Conversations: Sendable {
             cache.keys = keys
             let records = Dictionary(uniqueKeysWithValues: read.map { ($0.id, $0) })
             for entry in entries {
-                if case .unreadable = entry.body { cache.unreadable[entry.id] = records[entry.id] }
+                if entry.isUnreadable { cache.unreadable[entry.id] = records[entry.id] }
             }
             cache.engine.add(entries)
         }
@@ -233,7 +236,7 @@ public final class Conversations: Sendable {
         let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
         let id = ConversationContext.groupID(creator: me, salt: salt)
         let operation = ControlOperation.create(kind: .group, title: clean, members: members, salt: salt)
-        _ = try commit(operation, in: id, now: now, salt: salt)
+        _ = try commit(operation, in: id, now: now)
         return id
     }
 
@@ -245,8 +248,7 @@ public final class Conversations: Sendable {
         let snapshot = try snapshot(of: id)
         if !snapshot.state.exists || snapshot.state.currentEpoch == nil {
             let salt = SecureRandom.bytes(ConversationLimits.saltBytes)
-            _ = try commit(
-                .create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now, salt: salt)
+            _ = try commit(.create(kind: .direct, title: nil, members: [peer], salt: salt), in: id, now: now)
         }
         return try send(text, in: id, now: now)
     }
@@ -410,11 +412,7 @@ public final class Conversations: Sendable {
 
     /// Appends a commit: in-epoch operations under the current epoch, epoch-opening ones with a fresh key sealed to
     /// the resulting roster and the parent epochs' keys chained under it.
-    private func commit(
-        _ operation: ControlOperation, in conversation: ConversationID, now: Int64, salt: [UInt8]? = nil
-    )
-        throws -> Record
-    {
+    private func commit(_ operation: ControlOperation, in conversation: ConversationID, now: Int64) throws -> Record {
         let snapshot = try snapshot(of: conversation)
         let state = snapshot.state
         if case .create = operation {
@@ -442,7 +440,6 @@ public final class Conversations: Sendable {
             guard let profile = try profile(of: member) else { throw ConversationError.unknownProfile(member) }
             return (member, profile.encryptionKey)
         }
-        let salt = salt ?? SecureRandom.bytes(ConversationLimits.saltBytes)
         let newKey = SymmetricKey.generate()
         return try store.appendOwn(
             conversation: conversation, kind: .commit, epoch: parents.first ?? .none, createdAtMillis: now,
@@ -450,11 +447,10 @@ public final class Conversations: Sendable {
         ) { header in
             let payload = try ConversationPayload.sealOpeningCommit(
                 operation, newKey: newKey, parents: parents.map { ($0, snapshot.keys[$0]!) }, roster: sealedTo,
-                salt: salt, header: RecordCodec.encodeHeader(header))
-            let hints = roster.sorted().map { ConversationPayload.hint(for: $0, salt: salt) }
+                header: RecordCodec.encodeHeader(header))
             try self.check(
-                .control(operation, opening: EpochOpening(parents: parents, salt: salt, hints: hints)), header: header,
-                against: snapshot)
+                .control(operation, opening: EpochOpening(parents: parents, roster: roster, key: newKey)),
+                header: header, against: snapshot)
             return payload
         }
     }

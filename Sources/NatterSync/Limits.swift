@@ -169,6 +169,14 @@ public enum Limits {
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64
 
+    /// REQUESTs one feed may have answered again within one anti-entropy interval (`syncAntiEntropyInterval`) when
+    /// they ask for records the peer was sent or reported holding: 4. Each resends the range from the store; an
+    /// honest node asks again only when it lost records (its causal buffer gave them up, a relay quota evicted the
+    /// conversation), once per loss, and keeps at most one REQUEST per feed outstanding. One more closes the link
+    /// (`SyncError.excessiveRequests`): a peer repeating REQUEST-from-1 would otherwise make this node read and send
+    /// a whole feed without end (issue 19).
+    public static let syncResendsPerFeedMax = 4
+
     /// Feeds a session remembers the peer reporting that this node does not hold: 65,536 (about 6 MiB). Knowing
     /// them spares sending such a feed back when this node later gets it from another link; past the bound the
     /// session forgets new ones, and at worst sends records the peer already has. Feeds this node holds are

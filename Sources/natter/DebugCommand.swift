@@ -8,7 +8,7 @@ import NatterStore
 struct DebugCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "debug", abstract: "Tools for tests and diagnosis.", shouldDisplay: false,
-        subcommands: [AppendLoop.self, FeedsCommand.self, FloodCommand.self])
+        subcommands: [AppendLoop.self, WriteLoop.self, FeedsCommand.self, FloodCommand.self, AttackCommand.self])
 
     /// Appends own records until killed, printing `durable SEQ ID` after each commit returns. The crash test
     /// kills it at random moments and checks that every line it printed is still true after a restart.
@@ -27,6 +27,8 @@ struct DebugCommand: ParsableCommand {
                 let conversation = ConversationID(bytes: Blake2b.hash(Array("natter/debug/append-loop".utf8)))
                 let epoch = EpochID(bytes: Blake2b.hash(Array("natter/debug/epoch".utf8)))
                 var written = 0
+                print("ready")  // the crash tests time their kill from here, not from the process's start
+                fflush(nil)
                 while count.map({ written < $0 }) ?? true {
                     let record = try store.appendOwn(
                         conversation: conversation, kind: .content, epoch: epoch, createdAtMillis: nowMillis(),

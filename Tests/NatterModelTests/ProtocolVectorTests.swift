@@ -28,8 +28,8 @@ enum ProtocolDocument {
         try String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)
     }
 
-    /// The fenced blocks whose info string is `LANGUAGE vector-…`, by their `vector-…` name.
-    static func vectorBlocks(_ text: String) throws -> [String: String] {
+    /// The fenced blocks whose info string is `LANGUAGE vector-…` (or another `prefix`), by their name.
+    static func vectorBlocks(_ text: String, prefix: String = "vector-") throws -> [String: String] {
         var blocks = [String: String]()
         var current: (name: String, lines: [String])?
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -45,7 +45,7 @@ enum ProtocolDocument {
                 }
             } else if trimmed.hasPrefix("```") {
                 let info = trimmed.dropFirst(3).split(separator: " ")
-                if info.count == 2, info[1].hasPrefix("vector-") {
+                if info.count == 2, info[1].hasPrefix(prefix) {
                     current = (String(info[1]), [])
                 }
             }
@@ -192,7 +192,7 @@ struct ProtocolVectorTests {
     func corpusMatchesDocument() throws {
         for vector in try ProtocolDocument.vectors() {
             let file = ProtocolDocument.root.appendingPathComponent(
-                "Tests/Fuzz/record-corpus/vector-\(vector.name).bin")
+                "Tests/Fuzz/record/vector-\(vector.name).bin")
             let data = try Data(contentsOf: file)
             #expect(Array(data) == vector.bytes, "\(file.lastPathComponent) differs from docs/protocol.md")
         }

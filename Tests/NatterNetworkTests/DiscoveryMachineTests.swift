@@ -282,12 +282,30 @@ struct DiscoveryMachineTests {
         }
         #expect(machine.knownTags.count == DiscoveryLimits.candidatesMax)
         #expect(Set(machine.knownTags) == Set((44..<total).map(Self.tag)), "the 44 oldest went")
-        // An evicted node that beacons again is discovered (and dialed) again.
+        // An evicted node that beacons again is discovered (and dialed) again; 300 sources were logged already, past
+        // the 256 lines discovery logs.
         let back = machine.beaconReceived(
             Self.beacon(Self.tag(0), port: 4000, random: &random), from: "10.9.0.0", now: .seconds(2))
-        #expect(Self.logs(back) == [.discovered(tag: Self.tag(0), host: "10.9.0.0", port: 4000)])
+        #expect(Self.logs(back).isEmpty)
         #expect(Self.dials(back).count == 1)
         #expect(machine.knownTags.count == DiscoveryLimits.candidatesMax)
+    }
+
+    @Test("fresh tags forged from one address are logged once; another port of that address is news")
+    func discoveriesLoggedOncePerSourceAndPort() {
+        var random = SeededGenerator(seed: 14)
+        var machine = Self.machine()
+        _ = machine.start(now: .zero)
+        var logged = [DiscoveryLog<String>]()
+        for n in 0..<40 {
+            logged += Self.logs(
+                machine.beaconReceived(
+                    Self.beacon(Self.tag(n), port: 9, random: &random), from: "10.0.0.66", now: .milliseconds(250 * Int64(n))))
+        }
+        #expect(logged == [.discovered(tag: Self.tag(0), host: "10.0.0.66", port: 9)])
+        let other = machine.beaconReceived(
+            Self.beacon(Self.tag(99), port: 7718, random: &random), from: "10.0.0.66", now: .seconds(11))
+        #expect(Self.logs(other) == [.discovered(tag: Self.tag(99), host: "10.0.0.66", port: 7718)])
     }
 
     @Test("eviction prefers nodes that are not linked")

@@ -1,6 +1,7 @@
 // Goal: the transport refuses inbound connections beyond the handshakes it allows in progress and from refused
-// addresses, before any event reaches the node. Method: a real `TCPTransport` on 127.0.0.1 and raw sockets from
-// distinct loopback source addresses (so the per-address limit does not interfere); opened events are counted.
+// addresses, before any event reaches the node; it never queues more than its outbound cap for a peer that does not
+// read, and a goodbye to such a peer cannot hold a shutdown. Method: a real `TCPTransport` on 127.0.0.1 and raw
+// sockets from distinct loopback source addresses (so the per-address limit does not interfere); events are counted.
 import Foundation
 import Synchronization
 import Testing
@@ -14,6 +15,7 @@ import Glibc
 /// Connections the transport reported opened, shared with the task that reads its events.
 final class OpenedLog: Sendable {
     let ids = Mutex<[ConnectionID]>([])
+    let events = Mutex<[TCPTransport.Event]>([])
 }
 
 @Suite("TCP transport limits", .serialized, .timeLimit(.minutes(1)))
@@ -37,16 +39,29 @@ struct TCPTransportLimitTests {
         return fd
     }
 
-    @Test("at most 32 inbound handshakes at once; an established one frees a place; refused addresses get none")
-    func handshakesInProgressAndRefusals() async throws {
+    /// A transport listening on 127.0.0.1, a log of its events, and the task reading them (cancel it at the end).
+    static func start() async throws -> (TCPTransport, Int, OpenedLog, Task<Void, Never>) {
         let transport = TCPTransport()
         let port = try await transport.listen(host: "127.0.0.1", port: 0)
         let log = OpenedLog()
         let reader = Task {
             for await event in transport.events {
                 if case .opened(let id, _, _) = event { log.ids.withLock { $0.append(id) } }
+                log.events.withLock { $0.append(event) }
             }
         }
+        return (transport, port, log, reader)
+    }
+
+    /// The first connection opened (waits up to 2 s).
+    static func firstOpened(_ log: OpenedLog) async throws -> ConnectionID {
+        for _ in 0..<100 where log.ids.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(20)) }
+        return try #require(log.ids.withLock { $0.first })
+    }
+
+    @Test("at most 32 inbound handshakes at once; an established one frees a place; refused addresses get none")
+    func handshakesInProgressAndRefusals() async throws {
+        let (transport, port, log, reader) = try await Self.start()
         defer { reader.cancel() }
         func waitOpened(_ count: Int) async -> Int {
             for _ in 0..<100 where log.ids.withLock({ $0.count }) < count {
@@ -71,5 +86,55 @@ struct TCPTransportLimitTests {
         #expect(await transport.dial(host: "127.0.0.61", port: port) == nil, "dials to a refused address fail at once")
         for fd in sockets { close(fd) }
         await transport.shutdown()
+    }
+
+    @Test("a peer that does not read: writes stop being writable, then past the cap the connection is dropped")
+    func outboundCap() async throws {
+        let (transport, port, log, reader) = try await Self.start()
+        defer { reader.cancel() }
+        let peer = Self.connectFrom("127.0.0.70", to: port)  // never reads
+        defer { close(peer) }
+        let id = try await Self.firstOpened(log)
+        let chunk = [UInt8](repeating: 0x5A, count: 64 * 1024)
+        for _ in 0..<(TCPLimits.outboundBytesMax / chunk.count + 64) { transport.send(id, chunk) }
+        func saw(_ match: (TCPTransport.Event) -> Bool) async throws -> Bool {
+            try await Self.eventually { log.events.withLock { $0.contains(where: match) } }
+        }
+        #expect(try await saw { if case .writability(id, writable: false) = $0 { true } else { false } })
+        #expect(try await saw { if case .dropped(id, .outboundOverflow) = $0 { true } else { false } })
+        #expect(try await saw { if case .closed(id) = $0 { true } else { false } })
+        await transport.shutdown()
+    }
+
+    @Test("a goodbye to a peer that does not read gives up and closes, so it cannot hold a shutdown")
+    func goodbyeToAStalledPeer() async throws {
+        let (transport, port, log, reader) = try await Self.start()
+        defer { reader.cancel() }
+        let peer = Self.connectFrom("127.0.0.71", to: port)  // never reads
+        defer { close(peer) }
+        let id = try await Self.firstOpened(log)
+        // More than the socket buffers take: the goodbye queues behind it.
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        for _ in 0..<12 { transport.send(id, chunk) }
+        // The peer keeps talking (so no idle timeout ends the wait) but never reads.
+        let chatter = Task {
+            while !Task.isCancelled {
+                _ = send(peer, [0], 1, Int32(MSG_NOSIGNAL))
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        defer { chatter.cancel() }
+        // Returns (before issue 19 it waited for as long as the peer did not read); the suite's time limit bounds it.
+        await transport.sendAndClose(id, [1, 2, 3])
+        await transport.shutdown()
+    }
+
+    /// Whether `condition` holds within 10 s (polled).
+    static func eventually(_ condition: () -> Bool) async throws -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
     }
 }

@@ -30,6 +30,21 @@ struct PeerPenaltiesTests {
         #expect(penalties.banned(now: .seconds(12)).isEmpty)
     }
 
+    @Test("a stalled handshake costs 1 point, a greedy or non-reading peer 2: four stalls or two greeds ban")
+    func stallsAndGreed() {
+        var penalties = PeerPenalties()
+        let stalled = Misbehaviour(.stalledHandshake, "evicted from a full handshake table")
+        for second in 1...3 {
+            #expect(penalties.offended([address], stalled, now: .seconds(Int64(second))).isEmpty)
+        }
+        #expect(penalties.points(of: address, now: .seconds(3)) == 3)
+        #expect(penalties.offended([address], stalled, now: .seconds(4)).count == 1, "the fourth stall bans")
+        let other = Offender.address("10.0.0.8")
+        let greedy = Misbehaviour(.notReading, "the peer does not read")
+        #expect(penalties.offended([other], greedy, now: .seconds(5)).isEmpty)
+        #expect(penalties.offended([other], greedy, now: .seconds(6)).count == 1)
+    }
+
     @Test("bans double with each repeat, capped at 10 minutes")
     func bansDoubleUpToTheCap() {
         var penalties = PeerPenalties()

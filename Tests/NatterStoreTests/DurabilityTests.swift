@@ -71,9 +71,9 @@ struct DurabilityTests {
         var acknowledged = [UInt64: String]()  // sequence → record id, as the child reported them
         var killedWhileWriting = 0
         for round in 0..<50 {
-            let lines = try await runAndKill(
+            let lines = try await runUntilReadyThenKill(
                 natter, ["debug", "append-loop", "--data", directory],
-                afterMilliseconds: Int.random(in: 20...250, using: &rng))
+                afterMilliseconds: Int.random(in: 0...200, using: &rng))
             var reportedThisRound = 0
             for line in lines {
                 let parts = line.split(separator: " ")
@@ -112,24 +112,4 @@ struct DurabilityTests {
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Starts `binary`, kills it with SIGKILL after `milliseconds`, and returns the complete lines it printed.
-func runAndKill(_ binary: URL, _ arguments: [String], afterMilliseconds milliseconds: Int) async throws -> [String] {
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    try await Task.sleep(for: .milliseconds(milliseconds))  // suspends: no pool thread is held meanwhile
-    kill(process.processIdentifier, SIGKILL)
-    process.waitUntilExit()
-    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    // A line cut by the kill has no newline: only complete lines count as reported.
-    var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-    lines.removeLast()
-    return lines
 }

@@ -73,7 +73,7 @@ struct SyncMessageTests {
     @Test("the fuzz corpus's sync seeds are messages that re-encode to themselves")
     func corpusSeeds() throws {
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fuzz/record-corpus")
+            .appendingPathComponent("Fuzz/sync")
         for name in ["prune", "reroute", "leaving", "priority-records", "priority-credit"] {
             let bytes = Array(try Data(contentsOf: corpus.appendingPathComponent("sync-\(name).bin")))
             #expect(SyncFrameKind.name(of: bytes) == name)

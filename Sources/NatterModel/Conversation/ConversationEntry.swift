@@ -9,6 +9,9 @@ public struct ConversationEntry: Sendable {
         case control(ControlOperation, opening: EpochOpening?)
         /// No key for it here (a relay, a removed member, or keys not yet received).
         case unreadable
+        /// A commit with a slot for this reader whose key does not open it: its author sealed us a wrong key. As
+        /// unreadable, until a later commit's history chain brings the real key (`SlotRepair` says who writes it).
+        case wronglySealed
         /// The key opened the envelope but the content is not a valid operation.
         case malformed(String)
     }
@@ -38,16 +41,19 @@ public struct ConversationEntry: Sendable {
     }
 }
 
-/// What an epoch-opening commit reveals beyond its operation: the parents it chains and the slot hints.
+/// What an epoch-opening commit reveals to those who hold its key, beyond its operation: the parents it chains, and
+/// whom its slots are sealed to, as roster tags (`KeySlots.rosterTag`) with the key that makes them.
 public struct EpochOpening: Hashable, Sendable {
     public let parents: [EpochID]
-    public let salt: [UInt8]
-    public let hints: [[UInt8]]
+    /// One tag per slot, in slot order (the order of the owners' identity keys).
+    public let tags: [[UInt8]]
+    /// The `natrrost` subkey of the epoch key: the rules compute the tags of the resulting roster with it.
+    public let tagKey: [UInt8]
 
-    public init(parents: [EpochID], salt: [UInt8], hints: [[UInt8]]) {
+    public init(parents: [EpochID], tags: [[UInt8]], tagKey: [UInt8]) {
         self.parents = parents
-        self.salt = salt
-        self.hints = hints
+        self.tags = tags
+        self.tagKey = tagKey
     }
 }
 
@@ -87,6 +93,11 @@ public struct ConversationContext: Sendable {
 }
 
 extension ConversationEntry {
-    /// Whether this identity has no key for it (`Body.unreadable`).
-    public var isUnreadable: Bool { if case .unreadable = body { true } else { false } }
+    /// Whether this identity has no key for it (`Body.unreadable`, `Body.wronglySealed`).
+    public var isUnreadable: Bool {
+        switch body {
+        case .unreadable, .wronglySealed: true
+        default: false
+        }
+    }
 }

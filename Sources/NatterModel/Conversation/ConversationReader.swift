@@ -3,7 +3,11 @@ public import NatterCrypto
 /// Turns a conversation's records into entries for the rules, opening what this member can open.
 ///
 /// Keys come from two places: our own slot in an epoch-opening commit, and the history chain — a commit whose key
-/// we hold names its parent epochs' keys, so a member sealed only the newest key walks back to the first.
+/// we hold names its parent epochs' keys, so a member sealed only the newest key walks back to the first. Anyone can
+/// write a commit into any conversation, sealed to anyone, naming any parents with any keys, so **a key is taken only
+/// when it authenticates against the commit it claims to open** (`KeySlots.opens`: the commit's ephemeral key is a
+/// function of its epoch key): a parent key only once the parent commit is at hand and checks out. A planted commit
+/// thus cannot replace a real epoch's key, whatever order the records come in (issue 19, item 5).
 public struct ConversationReader: Sendable {
     public let member: AuthorID
     public let keyPair: EncryptionKeyPair
@@ -14,19 +18,24 @@ public struct ConversationReader: Sendable {
     }
 
     /// Entries for `records` (one conversation, any order) and every epoch key this member could obtain, starting
-    /// from `knownKeys` (keys found earlier, so a later call needs only the new records and the unreadable ones).
+    /// from `knownKeys` (keys found earlier, so a later call needs only the new records and the unreadable ones:
+    /// a parent key is taken only when its commit is among `records`, which those are).
     public func read(_ records: [Record], knownKeys: [EpochID: SymmetricKey] = [:])
         -> (entries: [ConversationEntry], keys: [EpochID: SymmetricKey])
     {
         var keys = knownKeys
         var commits = [RecordID: ConversationPayload.Commit]()
         var bodies = [RecordID: ConversationEntry.Body]()
+        var wronglySealed = Set<RecordID>()
         for record in records where record.header.kind == .commit {
             do {
                 let commit = try ConversationPayload.parseCommit(record.payload)
                 commits[record.id] = commit
-                if let key = ConversationPayload.openSlot(commit, member: member, keyPair: keyPair) {
-                    keys[EpochID(raw: record.id.raw)] = key
+                guard let ephemeral = commit.ephemeral, keys[EpochID(raw: record.id.raw)] == nil else { continue }
+                switch KeySlots.open(slots: commit.slots, ephemeral: ephemeral, keyPair: keyPair) {
+                case .key(let key): keys[EpochID(raw: record.id.raw)] = key
+                case .wrong: wronglySealed.insert(record.id)
+                case .none: break
                 }
             } catch {
                 bodies[record.id] = .malformed("\(error)")
@@ -42,13 +51,20 @@ public struct ConversationReader: Sendable {
                 opened.insert(record.id)
                 progress = true
                 do {
-                    let (operation, parents) = try ConversationPayload.openCommit(
+                    let content = try ConversationPayload.openCommit(
                         commits[record.id]!, key: key, header: Array(record.headerBytes))
-                    for (epoch, parentKey) in parents where keys[epoch] == nil { keys[epoch] = parentKey }
-                    let commit = commits[record.id]!
+                    for (epoch, parentKey) in content.parents where keys[epoch] == nil {
+                        // Unchecked, a parent key could be anyone's: taken only if it opens the parent commit.
+                        guard let parent = commits[RecordID(raw: epoch.raw)]?.ephemeral,
+                            KeySlots.opens(parentKey, ephemeral: parent)
+                        else { continue }
+                        keys[epoch] = parentKey
+                    }
                     bodies[record.id] = .control(
-                        operation,
-                        opening: EpochOpening(parents: parents.map(\.0), salt: commit.salt ?? [], hints: commit.hints))
+                        content.operation,
+                        opening: EpochOpening(
+                            parents: content.parents.map(\.0), tags: content.tags,
+                            tagKey: KeySlots.rosterTagKey(key)))
                 } catch {
                     bodies[record.id] = .malformed("\(error)")
                 }
@@ -60,6 +76,8 @@ public struct ConversationReader: Sendable {
             let body: ConversationEntry.Body
             if let known = bodies[record.id] {
                 body = known
+            } else if wronglySealed.contains(record.id) {
+                body = .wronglySealed
             } else if let key = keys[record.header.epoch] {
                 body = open(record, commit: commits[record.id], key: key)
             } else {
@@ -80,7 +98,8 @@ public struct ConversationReader: Sendable {
                 return .content(try ConversationPayload.openContent(record.payload, key: key, header: header))
             case .commit:
                 guard let commit, case .inEpoch = commit else { return .unreadable }
-                return .control(try ConversationPayload.openCommit(commit, key: key, header: header).0, opening: nil)
+                return .control(
+                    try ConversationPayload.openCommit(commit, key: key, header: header).operation, opening: nil)
             case .plain:
                 return .malformed("plain record in a conversation")
             }

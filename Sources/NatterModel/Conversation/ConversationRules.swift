@@ -64,8 +64,22 @@ public struct ConversationEngine: Sendable {
 
     public var state: ConversationState { derivation.state }
     public var context: ConversationContext { derivation.context }
-    /// Whether a commit cannot be read here (sealed without this identity: removed, or left out of a new epoch).
-    public var hasUnreadableCommit: Bool { derivation.unreadableCommits > 0 }
+    /// Whether a commit by someone who was a member where it stands cannot be read here (sealed without this
+    /// identity: removed, or left out of a new epoch). Commits of non-members do not count: anyone may write records
+    /// into any conversation, and every member rejects theirs (non-member injection must lock no one out).
+    public var hasUnreadableCommit: Bool { !derivation.sealedWithoutUs.isEmpty }
+
+    /// Whether this identity must take itself for removed: some commit of a member is unreadable here
+    /// (`hasUnreadableCommit`) and nothing shows otherwise. What shows otherwise is a valid record this identity can
+    /// read, by someone other than that commit's author, written after it: had the commit removed us, the rules
+    /// would have made its author's successors write under an epoch without us. A commit that leaves out a member
+    /// who stays (a missing slot, which every member who reads it rejects) thus locks that member out only until
+    /// another member writes.
+    public var isLockedOut: Bool { derivation.sealedWithoutUs.contains { !derivation.isContradicted($0) } }
+
+    /// Commits that sealed this identity a key that does not open them, oldest first: what this member reports
+    /// while it waits for the re-key `SlotRepair` assigns (the key then arrives through that commit's history chain).
+    public var wronglySealed: [RecordID] { derivation.wronglySealed }
 
     /// The id and position of a record added to the engine (a line's record), or nil.
     public func ref(of id: RecordID) -> RecordRef? {
@@ -159,7 +173,7 @@ public struct ConversationEngine: Sendable {
         switch (a, b) {
         case (.content(let x), .content(let y)): x == y
         case (.control(let x, let o1), .control(let y, let o2)): x == y && o1 == o2
-        case (.unreadable, .unreadable): true
+        case (.unreadable, .unreadable), (.wronglySealed, .wronglySealed): true
         case (.malformed(let x), .malformed(let y)): x == y
         default: false
         }
@@ -253,8 +267,10 @@ struct Derivation: Sendable {
     /// The position of the last entry processed: a batch that sorts after it is appended, anything else re-derives
     /// (the entries themselves are the engine's `bodies`).
     private(set) var lastPosition: EntryPosition?
-    /// Unreadable commits among the entries (`ConversationEngine.hasUnreadableCommit`).
-    private(set) var unreadableCommits = 0
+    /// Unreadable commits whose authors were members where they stand (`ConversationEngine.hasUnreadableCommit`).
+    private(set) var sealedWithoutUs: [ConversationEntry] = []
+    /// Commits that sealed this identity a key that does not open them (`ConversationEngine.wronglySealed`).
+    private(set) var wronglySealed: [RecordID] = []
     var state = ConversationState()
     var valid: [ValidControl] = []
     var displayed: [RecordID: Int64] = [:]
@@ -311,9 +327,8 @@ struct Derivation: Sendable {
             switch entry.body {
             case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
-            case .unreadable:
-                state.unreadable.insert(entry.id)
-                if entry.header.kind == .commit { unreadableCommits += 1 }
+            case .unreadable, .wronglySealed:
+                noteUnreadable(entry)
             case .malformed(let reason):
                 state.rejected[entry.id] = "malformed: \(reason)"
             case .content:
@@ -420,10 +435,25 @@ struct Derivation: Sendable {
     /// comes from its own dependencies, all here already.
     mutating func absorbLate(_ entries: [ConversationEntry]) {
         computeDisplayTimes(entries)
-        for entry in entries {
-            state.unreadable.insert(entry.id)
-            if entry.header.kind == .commit { unreadableCommits += 1 }
+        for entry in entries { noteUnreadable(entry) }
+    }
+
+    /// An entry this identity cannot read; a commit counts towards `sealedWithoutUs` when its author was a member
+    /// at its causal position (every valid commit that precedes it is processed by then: it sorts before it).
+    mutating func noteUnreadable(_ entry: ConversationEntry) {
+        state.unreadable.insert(entry.id)
+        if case .wronglySealed = entry.body {
+            wronglySealed.append(entry.id)
+        } else if entry.header.kind == .commit, stateBefore(entry).members[entry.author] != nil {
+            sealedWithoutUs.append(entry)
         }
+    }
+
+    /// Whether a valid record this identity reads, by someone other than `commit`'s author, comes after `commit`
+    /// (`ConversationEngine.isLockedOut`). Newest first: such records are usually the latest.
+    func isContradicted(_ commit: ConversationEntry) -> Bool {
+        let shows = { (entry: ConversationEntry) in entry.author != commit.author && commit.precedes(entry) }
+        return contentValid.reversed().contains(where: shows) || valid.reversed().contains { shows($0.entry) }
     }
 
     /// Creation times clamped to be monotone along causality: max(own, predecessors').
@@ -541,7 +571,7 @@ struct Derivation: Sendable {
             {
                 return "the conversation already exists"
             }
-            return hintProblem(opening, roster: Set(members + [author]))
+            return rosterProblem(opening, roster: Set(members + [author]))
         }
         let before = stateBefore(entry)
         guard before.kind != nil else { return "no conversation at this point" }
@@ -588,7 +618,7 @@ struct Derivation: Sendable {
                     precedesPosition(info.position, entry)
                 else { return "unknown parent epoch" }
             }
-            return hintProblem(opening, roster: resultingRoster(before, entry, operation))
+            return rosterProblem(opening, roster: resultingRoster(before, entry, operation))
         }
         return epochProblem(entry, before)
     }
@@ -598,10 +628,11 @@ struct Derivation: Sendable {
         return commit.precedes(entry)
     }
 
-    func hintProblem(_ opening: EpochOpening?, roster: Set<AuthorID>) -> String? {
+    /// The slots of an opening commit must be sealed to exactly the resulting roster: its roster tags, one per slot
+    /// in slot order, are those of the roster's members in the order of their keys (none left out, none added).
+    func rosterProblem(_ opening: EpochOpening?, roster: Set<AuthorID>) -> String? {
         guard let opening else { return "missing key slots" }
-        let expected = Set(roster.map { ConversationPayload.hint(for: $0, salt: opening.salt) })
-        guard opening.hints.count == roster.count, Set(opening.hints) == expected else {
+        guard opening.tags == roster.sorted().map({ KeySlots.rosterTag($0, tagKey: opening.tagKey) }) else {
             return "keys sealed to the wrong members"
         }
         return nil

@@ -94,10 +94,8 @@ public enum ConversationLimits {
     public static let titleBytesMax = 400
     /// Versions of a message kept (the original plus edits): SPEC F10.
     public static let editVersionsMax = 10
-    /// Salt bytes in a genesis and in every epoch-opening commit.
+    /// Salt bytes in a group's genesis (the group id is derived from its creator and this salt).
     public static let saltBytes = 16
-    /// Bytes of a member's slot hint: enough to tell 256 members apart, too short to name them.
-    public static let hintBytes = 8
 }
 
 // MARK: - Encoding

@@ -63,6 +63,51 @@ public enum DiscoveryLimits {
     /// further rejections go unlogged, so a flood of spoofed sources cannot flood the log.
     public static let rejectionsLoggedMax = 256
 
+    // MARK: - Dials (DialScheduler, DiscoveryDialer)
+
+    /// Dials discovery runs at once: 16. A node dials a handful of new neighbours at a time, each connecting in
+    /// milliseconds on a LAN; the cap bounds the sockets a beacon flood can make it open.
+    public static let dialsInFlightMax = 16
+
+    /// Dials to one source address at once: 1. Nodes behind one address (several on a host) are dialled one after
+    /// the other, a millisecond each; forged beacons from few addresses hold few dials.
+    public static let dialsInFlightPerSourceMax = 1
+
+    /// Dials one source address may cause at once before its rate applies: 8 (a host starting several nodes at
+    /// once); then one more every `dialsPerSourceRefillInterval`.
+    public static let dialsPerSourceBurst = 8
+
+    /// One dial token returns to a source every second: a LAN neighbour is dialled once per link; fresh tags from
+    /// one address at beacon speed (4 a second, `sourceBeaconRefillInterval`) get a quarter of their dials.
+    public static let dialsPerSourceRefillInterval: Duration = .seconds(1)
+
+    /// After a dial that did not connect, its source is not dialled again for 2 s, doubling with each further
+    /// failure up to `dialFailureBackoffMax` and forgotten at the first success: a beacon announcing a port that
+    /// drops connections costs one dial per backoff, not one per beacon.
+    public static let dialFailureBackoffMin: Duration = .seconds(2)
+
+    /// The longest failure backoff: 60 s, so a neighbour that was down when first heard is dialled within a minute
+    /// of coming back (its start burst, and other nodes' dials, usually come first).
+    public static let dialFailureBackoffMax: Duration = .seconds(60)
+
+    /// Requests waiting for a free dial, at most (one per source): 64. Past it the oldest waiting one is dropped; its
+    /// node's next beacon asks again.
+    public static let dialsQueuedMax = 64
+
+    /// Source addresses the dial scheduler remembers: 1024. Past it the least recently used idle ones are forgotten
+    /// (which only forgives them).
+    public static let dialSourcesTrackedMax = 1024
+
+    /// A discovery dial's connect timeout: 1 s. A LAN neighbour answers a connect in milliseconds; waiting longer only
+    /// lets a beacon that announces a port dropping SYNs hold a dial (a named peer, possibly routed, gets the
+    /// transport's 3 s).
+    public static let dialConnectTimeout: Duration = .seconds(1)
+
+    /// Source addresses and ports whose first new node is logged: 256. A node is logged when first heard, once per
+    /// address and port (a restart on the same port is not news); fresh tags forged from one address are one line,
+    /// and past the bound nothing more is logged, so a beacon flood cannot flood the log.
+    public static let discoveriesLoggedMax = 256
+
     // MARK: - Driver
 
     /// How often the driver re-reads the interface list: 5 s. A new interface or address gets its own burst within

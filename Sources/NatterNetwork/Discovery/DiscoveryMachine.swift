@@ -13,7 +13,8 @@ public enum DiscoveryAction<Host: Hashable & Sendable>: Equatable, Sendable {
 
 /// What discovery has to say. Rejections are logged once per source and reason, never per datagram.
 public enum DiscoveryLog<Host: Hashable & Sendable>: Equatable, Sendable, CustomStringConvertible {
-    /// A node not seen before (or forgotten since) announced itself.
+    /// A node not seen before (or forgotten since) announced itself. Logged once per source address and port: a
+    /// flood of fresh tags from one address is one line (`DiscoveryLimits.discoveriesLoggedMax` lines at most).
     case discovered(tag: NodeTag, host: Host, port: UInt16)
     /// The first datagram from `source` rejected for `reason`; later ones for the same reason are dropped silently.
     case rejected(source: Host, reason: BeaconError)
@@ -93,6 +94,8 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
     private var sources: [Host: SourceBucket] = [:]
     private var candidates: [NodeTag: Candidate] = [:]
     private var loggedRejections: Set<RejectionKey> = []
+    /// Source addresses and ports whose first new node was logged (`DiscoveryLimits.discoveriesLoggedMax`).
+    private var loggedDiscoveries: Set<DiscoveryKey> = []
     private var rejectionLogFull = false
     /// A counter that orders insertions, so that evictions break ties the same way on every run.
     private var serial: UInt64 = 0
@@ -172,7 +175,10 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
             makeRoomForCandidate()
             serial += 1
             candidate = Candidate(host: source, port: beacon.port, lastSeen: now, serial: serial)
-            actions.append(.log(.discovered(tag: beacon.tag, host: source, port: beacon.port)))
+            let key = DiscoveryKey(source: source, port: beacon.port)
+            if loggedDiscoveries.count < DiscoveryLimits.discoveriesLoggedMax, loggedDiscoveries.insert(key).inserted {
+                actions.append(.log(.discovered(tag: beacon.tag, host: source, port: beacon.port)))
+            }
             scheduleAnswer(now: now)
         }
         candidate.host = source
@@ -314,6 +320,11 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
         }
     }
 
+    private struct DiscoveryKey: Hashable {
+        let source: Host
+        let port: UInt16
+    }
+
     private struct RejectionKey: Hashable {
         let source: Host
         let reason: RejectionReason
@@ -345,6 +356,7 @@ public struct DiscoveryMachine<Host: Hashable & Sendable> {
         assert(candidates.count <= DiscoveryLimits.candidatesMax)
         assert(sources.count <= DiscoveryLimits.sourcesTrackedMax)
         assert(loggedRejections.count <= DiscoveryLimits.rejectionsLoggedMax)
+        assert(loggedDiscoveries.count <= DiscoveryLimits.discoveriesLoggedMax)
         assert(!started || nextBeaconAt != nil)
         assert(burstPending >= 0 && burstPending < schedule.burstCount)
         assert(candidates[ownTag] == nil, "a node never remembers itself")

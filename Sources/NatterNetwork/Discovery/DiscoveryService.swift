@@ -12,7 +12,7 @@ import Darwin
 
 /// Where a datagram came from: an IP address without its port (an IPv6 link-local scope is kept, so a dial to it
 /// leaves by the right interface). The `Host` of the production `DiscoveryMachine`.
-public struct SourceAddress: Hashable, Sendable, CustomStringConvertible {
+public struct SourceAddress: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The address with port 0 (and, for IPv6, flow label 0).
     public let address: SocketAddress
 
@@ -32,6 +32,9 @@ public struct SourceAddress: Hashable, Sendable, CustomStringConvertible {
             preconditionFailure("a UDP datagram comes from an IP address")
         }
     }
+
+    /// Ordered by their text (for deterministic tie-breaks).
+    public static func < (lhs: SourceAddress, rhs: SourceAddress) -> Bool { lhs.description < rhs.description }
 
     /// The address in text: `192.0.2.7`, `fe80::1%2` (scope as interface index).
     public var description: String {

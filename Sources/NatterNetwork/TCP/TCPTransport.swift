@@ -26,8 +26,34 @@ public enum TCPLimits {
     public static let portAttemptsMax = 32
     /// Inbound connections whose handshake has not finished, at once: 32. A LAN node completes a handshake in
     /// milliseconds, so dozens pending means a flood of half-open or silent connections; each is still closed by
-    /// the node's handshake timeout (5 s), this bounds how many can wait at once.
+    /// the node's handshake timeout (5 s), this bounds how many can wait at once. When it is full, a new connection
+    /// evicts a stale one (`HandshakeSlots`).
     public static let handshakesInProgressMax = 32
+    /// Handshake slots one address may hold: 4, a host starting a few nodes at once. A hostile address cannot take
+    /// the table alone; with several addresses it still only ever holds the stalest places, which the next honest
+    /// connection takes.
+    public static let handshakesPerAddressMax = 4
+    /// A handshake in progress this long (silent ones first) may be evicted for a new connection when every slot is
+    /// taken: 1 s. An honest initiator's message 1 leaves as soon as it is connected and a LAN handshake takes a few
+    /// milliseconds, so a second is stale even on a busy node; younger ones are never evicted, so a burst of new
+    /// connections cannot push an honest handshake out.
+    public static let handshakeSilenceEvictable: Duration = .seconds(1)
+    /// Bytes handed to a connection and not yet written to its socket, at most: 16 MiB. A session queues at most its
+    /// credit window (2 MiB of records, 512 KiB on the priority lane) plus summaries and heads before the peer must
+    /// read, and pauses while the socket is not writable (`writeBufferHighWater`); a peer that does not read while
+    /// it returns credit (the greedy attack of issue 19) would make the node buffer without end. Past this the
+    /// connection is closed and the peer scored.
+    public static let outboundBytesMax = 16 << 20
+    /// A connection is reported not writable above this many bytes waiting in NIO's write buffer (1 MiB), and
+    /// writable again below `writeBufferLowWater` (256 KiB): the node stops pumping sync batches meanwhile. Above
+    /// a sync batch (256 KiB), so a link that keeps up is never paused; far below `outboundBytesMax`.
+    public static let writeBufferHighWater = 1 << 20
+    public static let writeBufferLowWater = 256 << 10
+    /// How long a goodbye may wait to be written before the connection is closed anyway: 1 s. A peer that does not
+    /// read must not hold a node's shutdown.
+    public static let goodbyeWriteTimeout: TimeAmount = .seconds(1)
+    /// A dial's connect timeout unless the caller gives one: 3 s (named peers, possibly on other subnets).
+    public static let connectTimeout: TimeAmount = .seconds(3)
     /// A connection on which nothing arrives for this long is closed: 30 s. Established links exchange heartbeats
     /// every 2 s (the sync session closes one silent for 6 s), handshakes time out after 5 s: this is the transport's
     /// own backstop, so a connection the node forgot cannot hold a descriptor for ever.
@@ -58,6 +84,28 @@ public final class TCPTransport: Sendable {
         case closed(ConnectionID)
         /// A dial failed before any connection existed.
         case dialFailed(host: String, port: Int, reason: String)
+        /// The connection's socket stopped (false) or started again (true) accepting writes without queueing
+        /// (`TCPLimits.writeBufferHighWater`): the owner should stop producing bulk data for it meanwhile.
+        case writability(ConnectionID, writable: Bool)
+        /// The transport closed the connection for what its peer did (its `.closed` follows).
+        case dropped(ConnectionID, Drop)
+    }
+
+    /// Why the transport closed a connection on its own.
+    public enum Drop: Sendable, Equatable, CustomStringConvertible {
+        /// Evicted from a full table of handshakes in progress, silent (or stalled mid-handshake) for this long.
+        case stalledHandshake(silent: Bool, after: Duration)
+        /// The peer did not read: this many bytes were waiting to be written (`TCPLimits.outboundBytesMax`).
+        case outboundOverflow(bytes: Int)
+
+        public var description: String {
+            switch self {
+            case .stalledHandshake(let silent, let after):
+                "evicted from a full handshake table after \(after) \(silent ? "without a byte" : "without finishing")"
+            case .outboundOverflow(let bytes):
+                "the peer does not read: \(bytes) bytes waited to be written, above the \(TCPLimits.outboundBytesMax)-byte cap"
+            }
+        }
     }
 
     public let events: AsyncStream<Event>
@@ -73,9 +121,13 @@ public final class TCPTransport: Sendable {
         var perAddress: [String: Int] = [:]
         var listeners: [any Channel] = []
         /// Inbound connections still in their handshake (`markEstablished` removes them).
-        var handshaking: Set<ConnectionID> = []
+        var handshaking = HandshakeSlots<ConnectionID>()
         /// Addresses refused for inbound connections and dials (banned by the node).
         var refused: Set<String> = []
+        /// Per connection, bytes handed to `send` and not yet written to the socket.
+        var outbound: [ConnectionID: Int] = [:]
+        /// After `shutdown`: no new connection, no dial.
+        var isShutDown = false
     }
 
     /// A transport on NIO's shared event loops.
@@ -100,6 +152,7 @@ public final class TCPTransport: Sendable {
                     .serverChannelOption(.backlog, value: 64)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                     .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .childChannelOption(.writeBufferWaterMark, value: Self.waterMark)
                     .childChannelInitializer { [self] channel in
                         channel.eventLoop.makeCompletedFuture {
                             try self.adopt(channel, initiator: false)
@@ -116,17 +169,25 @@ public final class TCPTransport: Sendable {
         throw lastError ?? TransportError.noPort
     }
 
-    /// Dials `host`:`port`; the outcome also arrives as `.opened` or `.dialFailed`. Returns the connection.
+    /// Dials `host`:`port`, waiting at most `connectTimeout` for the connection; the outcome also arrives as
+    /// `.opened` or `.dialFailed`. Returns the connection. After `shutdown` it fails at once, and `shutdown` ends a
+    /// connect in progress.
     @discardableResult
-    public func dial(host: String, port: Int) async -> ConnectionID? {
-        if state.withLock({ $0.refused.contains(host) }) {
-            emit(.dialFailed(host: host, port: port, reason: "\(TransportError.refused(host))"))
+    public func dial(host: String, port: Int, connectTimeout: TimeAmount = TCPLimits.connectTimeout) async
+        -> ConnectionID?
+    {
+        let refusal: TransportError? = state.withLock {
+            $0.isShutDown ? .shutDown : $0.refused.contains(host) ? .refused(host) : nil
+        }
+        if let refusal {
+            emit(.dialFailed(host: host, port: port, reason: "\(refusal)"))
             return nil
         }
         do {
             let channel = try await ClientBootstrap(group: group)
-                .connectTimeout(.seconds(3))
+                .connectTimeout(connectTimeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.writeBufferWaterMark, value: Self.waterMark)
                 .channelInitializer { [self] channel in
                     channel.eventLoop.makeCompletedFuture { try self.adopt(channel, initiator: true) }
                 }
@@ -138,11 +199,41 @@ public final class TCPTransport: Sendable {
         }
     }
 
-    /// Writes bytes to a connection (dropped silently if it has closed: its `.closed` event is on the way).
+    private static let waterMark = ChannelOptions.Types.WriteBufferWaterMark(
+        low: TCPLimits.writeBufferLowWater, high: TCPLimits.writeBufferHighWater)
+
+    /// Writes bytes to a connection (dropped silently if it has closed: its `.closed` event is on the way). When
+    /// more than `TCPLimits.outboundBytesMax` would wait to be written, the connection is closed instead
+    /// (`.dropped(…, .outboundOverflow)`): its peer does not read.
     public func send(_ connection: ConnectionID, _ bytes: [UInt8]) {
-        guard let channel = state.withLock({ $0.channels[connection] }) else { return }
-        channel.writeAndFlush(channel.allocator.buffer(bytes: bytes), promise: nil)
+        let admitted: (channel: any Channel, overflow: Int?)? = state.withLock { state in
+            guard let channel = state.channels[connection], let pending = state.outbound[connection] else { return nil }
+            let total = pending + bytes.count
+            guard total <= TCPLimits.outboundBytesMax else {
+                state.outbound[connection] = nil  // reported once; nothing more is written
+                return (channel, total)
+            }
+            state.outbound[connection] = total
+            return (channel, nil)
+        }
+        guard let (channel, overflow) = admitted else { return }
+        if let overflow {
+            emit(.dropped(connection, .outboundOverflow(bytes: overflow)))
+            channel.close(promise: nil)
+            return
+        }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { [self] _ in
+            state.withLock { state in
+                if let pending = state.outbound[connection] { state.outbound[connection] = pending - bytes.count }
+            }
+        }
+        channel.writeAndFlush(channel.allocator.buffer(bytes: bytes), promise: written)
     }
+
+    /// Whether at least half the handshake slots are taken (`HandshakeSlots.isUnderLoad`): the node scores a
+    /// handshake that times out then.
+    public var handshakesUnderLoad: Bool { state.withLock { $0.handshaking.isUnderLoad } }
 
     /// Replaces the set of refused addresses (as the remote address prints, without port): inbound connections
     /// from them are closed before any event, dials to them fail at once. Existing connections are not touched.
@@ -152,13 +243,18 @@ public final class TCPTransport: Sendable {
 
     /// The connection's handshake finished: it no longer counts against `TCPLimits.handshakesInProgressMax`.
     public func markEstablished(_ connection: ConnectionID) {
-        _ = state.withLock { $0.handshaking.remove(connection) }
+        state.withLock { $0.handshaking.remove(connection) }
     }
 
-    /// Writes bytes, waits until they are handed to the socket, then closes (a goodbye before a graceful close).
+    /// Writes bytes, waits until they are handed to the socket (at most `TCPLimits.goodbyeWriteTimeout`: a peer
+    /// that does not read cannot hold this up), then closes (a goodbye before a graceful close).
     public func sendAndClose(_ connection: ConnectionID, _ bytes: [UInt8]) async {
         guard let channel = state.withLock({ $0.channels[connection] }) else { return }
+        let giveUp = channel.eventLoop.scheduleTask(in: TCPLimits.goodbyeWriteTimeout) { channel.close(promise: nil) }
+        // A failed write (the connection closed, or closed by the timeout) leaves only the close to do.
         try? await channel.writeAndFlush(channel.allocator.buffer(bytes: bytes)).get()
+        giveUp.cancel()
+        // Closing a connection that already closed fails harmlessly.
         try? await channel.close().get()
     }
 
@@ -168,9 +264,14 @@ public final class TCPTransport: Sendable {
         channel.close(promise: nil)
     }
 
-    /// Closes every listener and connection and ends the event stream.
+    /// Closes every listener and connection (dials in progress included) and ends the event stream; dials fail at
+    /// once from now on.
     public func shutdown() async {
-        let (listeners, channels) = state.withLock { ($0.listeners, Array($0.channels.values)) }
+        let (listeners, channels) = state.withLock { state in
+            state.isShutDown = true
+            return (state.listeners, Array(state.channels.values))
+        }
+        // A channel that closed meanwhile fails its close harmlessly.
         for channel in listeners + channels { try? await channel.close().get() }
         continuation.finish()
     }
@@ -181,27 +282,44 @@ public final class TCPTransport: Sendable {
     /// `.closed` follows the channel's close, whether or not it ever connected.
     private func adopt(_ channel: any Channel, initiator: Bool) throws {
         let host = initiator ? nil : channel.remoteAddress?.ipAddress
-        let admitted: Result<ConnectionID, TransportError> = state.withLock { state in
+        let now = Self.now()
+        typealias Evicted = (id: ConnectionID, channel: (any Channel)?, drop: Drop)
+        let admitted: Result<(ConnectionID, Evicted?), TransportError> = state.withLock { state in
+            guard !state.isShutDown else { return .failure(.shutDown) }
             guard state.channels.count < TCPLimits.connectionsMax else { return .failure(.tooManyConnections("any")) }
+            let id = ConnectionID(raw: state.nextID)
+            var evicted: Evicted?
             if let host {
                 guard !state.refused.contains(host) else { return .failure(.refused(host)) }
                 guard state.perAddress[host, default: 0] < TCPLimits.connectionsPerAddressMax else {
                     return .failure(.tooManyConnections(host))
                 }
-                guard state.handshaking.count < TCPLimits.handshakesInProgressMax else {
-                    return .failure(.tooManyHandshakes(host))
+                switch state.handshaking.admit(id, host: host, now: now) {
+                case .admitted(let stale):
+                    if let stale {
+                        evicted = (
+                            stale.connection, state.channels[stale.connection],
+                            .stalledHandshake(silent: stale.silent, after: stale.stalledFor)
+                        )
+                    }
+                case .tableFull: return .failure(.tooManyHandshakes(host))
+                case .addressFull: return .failure(.tooManyHandshakesFrom(host))
                 }
                 state.perAddress[host, default: 0] += 1
             }
-            let id = ConnectionID(raw: state.nextID)
             state.nextID += 1
             state.channels[id] = channel
-            if host != nil { state.handshaking.insert(id) }
-            return .success(id)
+            state.outbound[id] = 0
+            return .success((id, evicted))
         }
         let id: ConnectionID
         switch admitted {
-        case .success(let admittedID): id = admittedID
+        case .success(let (admittedID, evicted)):
+            id = admittedID
+            if let evicted {
+                emit(.dropped(evicted.id, evicted.drop))
+                evicted.channel?.close(promise: nil)
+            }
         case .failure(let error):
             channel.close(promise: nil)
             throw error
@@ -212,15 +330,21 @@ public final class TCPTransport: Sendable {
         }
         try channel.pipeline.syncOperations.addHandlers(
             IdleStateHandler(readTimeout: TCPLimits.idleTimeout),
-            ConnectionHandler(id: id, initiator: initiator, emit: emit))
+            ConnectionHandler(
+                id: id, initiator: initiator, emit: emit,
+                spoke: { [self] in state.withLock { $0.handshaking.spoke(id) } }))
     }
 
     private func forget(_ id: ConnectionID, host: String?) {
         state.withLock { state in
             state.handshaking.remove(id)
+            state.outbound[id] = nil
             if state.channels.removeValue(forKey: id) != nil, let host { state.perAddress[host, default: 1] -= 1 }
         }
     }
+
+    /// Monotonic time for the handshake table (the transport is an adapter: it may read a clock).
+    private static func now() -> Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
 }
 
 /// Why the transport could not do something.
@@ -228,16 +352,22 @@ public enum TransportError: Error, CustomStringConvertible {
     case noPort
     case tooManyConnections(String)
     case tooManyHandshakes(String)
+    case tooManyHandshakesFrom(String)
     /// The address is banned (the node's penalties): no connection from it or to it until the ban ends.
     case refused(String)
+    /// The transport was shut down.
+    case shutDown
 
     public var description: String {
         switch self {
         case .noPort: "no free TCP port found"
         case .tooManyConnections(let host): "refused a connection from \(host): too many connections"
         case .tooManyHandshakes(let host):
-            "refused a connection from \(host): \(TCPLimits.handshakesInProgressMax) handshakes already in progress"
+            "refused a connection from \(host): \(TCPLimits.handshakesInProgressMax) handshakes already in progress, none stale"
+        case .tooManyHandshakesFrom(let host):
+            "refused a connection from \(host): it has \(TCPLimits.handshakesPerAddressMax) handshakes in progress already"
         case .refused(let host): "\(host) is banned for misbehaving; it is refused until the ban ends"
+        case .shutDown: "the transport is shut down"
         }
     }
 }
@@ -252,14 +382,20 @@ private final class ConnectionHandler: ChannelDuplexHandler {
     let id: ConnectionID
     let initiator: Bool
     let emit: @Sendable (TCPTransport.Event) -> Void
+    /// Called once, at the connection's first bytes (its handshake slot is no longer silent).
+    private var spoke: (@Sendable () -> Void)?
     private var limiter: InboundRateLimiter
     /// A read the rate limit postponed is scheduled (only one at a time).
     private var readScheduled = false
 
-    init(id: ConnectionID, initiator: Bool, emit: @escaping @Sendable (TCPTransport.Event) -> Void) {
+    init(
+        id: ConnectionID, initiator: Bool, emit: @escaping @Sendable (TCPTransport.Event) -> Void,
+        spoke: @escaping @Sendable () -> Void
+    ) {
         self.id = id
         self.initiator = initiator
         self.emit = emit
+        self.spoke = spoke
         limiter = InboundRateLimiter(now: Self.now())
     }
 
@@ -287,9 +423,18 @@ private final class ConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         if let bytes = buffer.readBytes(length: buffer.readableBytes), !bytes.isEmpty {
+            if let spoke {
+                spoke()
+                self.spoke = nil
+            }
             limiter.received(bytes, now: Self.now())
             emit(.received(id, bytes))
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        emit(.writability(id, writable: context.channel.isWritable))
+        context.fireChannelWritabilityChanged()
     }
 
     /// Reads only within the inbound budget: otherwise the read waits (TCP's window then slows the sender).

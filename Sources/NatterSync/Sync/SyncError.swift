@@ -56,8 +56,8 @@ public enum SyncMessageError: Error, Equatable, Sendable, CustomStringConvertibl
 
 /// Why a sync session closed its link. Each prints as one line a person can act on.
 ///
-/// `malformed` and `invalidRecord` are a faulty or hostile peer (score it); `timeout` is the network or a crashed
-/// peer (redial).
+/// `malformed`, `invalidRecord` and `excessiveRequests` are a faulty or hostile peer (score it); `timeout` is the
+/// network or a crashed peer (redial).
 public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The peer sent a malformed or over-limit message, or one its state does not allow.
     case malformed(SyncMessageError)
@@ -66,6 +66,10 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The store rejected a record the peer sent (a bad signature): an honest peer checks every record before it
     /// stores or relays it, so this one is faulty or hostile.
     case invalidRecord(RecordFormatError)
+    /// The peer asked again, more than `Limits.syncResendsPerFeedMax` times within one anti-entropy interval, for
+    /// records of one feed it had been sent or said it held: each such REQUEST makes this side read and send the range
+    /// again, and an honest node asks again only after losing records (docs/protocol.md §3.3, step 5).
+    case excessiveRequests(FeedKey, times: Int)
 
     public var description: String {
         switch self {
@@ -75,6 +79,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
             return "nothing heard from the peer for \(silence): the link is dead (network cut or peer crashed)"
         case .invalidRecord(let error):
             return "the peer sent a record the store rejected (\(error)): it relays unchecked records"
+        case .excessiveRequests(let feed, let times):
+            return "the peer asked \(times) times within \(Limits.syncAntiEntropyInterval) for records of \(feed) it was "
+                + "already sent: it is greedy or broken"
         }
     }
 }

@@ -443,6 +443,28 @@ public enum SyncMessageFuzzing {
         guard let message = try? SyncMessage.decode(bytes) else { return nil }
         return message.encoded() == bytes
     }
+
+    /// One message of every type but RECORDS and PRIORITY RECORDS (whose seeds carry real records), encoded: the
+    /// fuzz target's generated seeds.
+    public static var seeds: [(name: String, bytes: [UInt8])] {
+        let conversation = ConversationID(bytes: [UInt8](repeating: 0x11, count: 32))
+        let author = AuthorID(raw: Bytes32([UInt8](repeating: 0x22, count: 32)))
+        let feed = FeedKey(conversation: conversation, author: author)
+        let head = FeedHead(author: author, sequence: 3, head: RecordID(bytes: [UInt8](repeating: 0x33, count: 32)))
+        let messages: [(String, SyncMessage)] = [
+            ("summary", .summary(isFinal: true, entries: [SummaryEntry(conversation: conversation, digest: .of([head]))])),
+            ("summary-empty", .summary(isFinal: true, entries: [])),
+            (
+                "heads",
+                .heads([HeadsEntry(conversation: conversation, isFinal: true, wantsReply: true, feeds: [head])])
+            ),
+            ("credit", .credit(4)),
+            ("request", .request(feed, from: 1)),
+            ("done", .done),
+            ("ping", .ping),
+        ]
+        return messages.map { ("sync-\($0.0)", $0.1.encoded()) }
+    }
 }
 
 /// Names the type of an application message (its first byte, §3.2 and §11.3), for counting frames by kind in

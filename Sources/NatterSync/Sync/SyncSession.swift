@@ -148,6 +148,12 @@ public struct SyncSession<Source: RecordSource> {
     private var evidenceSentPerFeed: [FeedKey: Int] = [:]
     /// Outstanding REQUESTs: feed → first sequence asked.
     private var outstandingRequests: [FeedKey: UInt64] = [:]
+    /// Per feed, the peer's REQUESTs this anti-entropy interval that asked for records it was sent or reported
+    /// holding (`Limits.syncResendsPerFeedMax`). Only feeds this side holds are counted.
+    private var resendsAsked: [FeedKey: Int] = [:]
+    /// Whether the link's socket accepts writes without queueing (the node's `writable` input): batches wait
+    /// while it does not, whatever the credit.
+    private var isWritable = true
 
     // MARK: Dissemination tree (docs/protocol.md §3.3, step 6)
     /// Feeds the peer pruned: their new records are not pushed live on this link (heads, requests and anti-entropy
@@ -354,6 +360,15 @@ public struct SyncSession<Source: RecordSource> {
     /// Whether we asked the peer to stop pushing `feed` live and have not grafted it back.
     public func hasPruned(_ feed: FeedKey) -> Bool { prunedByUs.contains(feed) }
 
+    /// The link's socket stopped accepting writes without queueing (false), or started again (true). Batches wait
+    /// meanwhile, whatever the credit: a peer that returns credit without reading what it was sent cannot make the
+    /// node queue without end, and its next credit overflows the window (`SyncMessageError.unexpected`).
+    public mutating func writable(_ writable: Bool, now: Duration) -> [SyncAction] {
+        guard beginInput(now) else { return [] }
+        isWritable = writable
+        return finish()
+    }
+
     /// Time passed: close a silent link, start an anti-entropy round, send a heartbeat when due.
     public mutating func tick(now: Duration) -> [SyncAction] {
         guard beginInput(now) else { return [] }
@@ -366,6 +381,7 @@ public struct SyncSession<Source: RecordSource> {
             nextAntiEntropyAt = now + Limits.syncAntiEntropyInterval
             // Requests are hints; a new round asks again through the heads if anything is still missing.
             outstandingRequests.removeAll()
+            resendsAsked.removeAll()
             sendSummary()
         }
         if now - lastSentAt >= Limits.syncHeartbeatInterval {
@@ -793,6 +809,7 @@ public struct SyncSession<Source: RecordSource> {
     /// Sends batches while credit lasts: the priority lane first, then on the bulk lane evidence, then the queued
     /// feeds from what the peer holds on, a chunk of `readChunkRecords` from each feed in turn.
     private mutating func pump() {
+        guard isWritable else { return }
         while priority.sendCredit > 0, !priorityQueue.isEmpty, priorityHeldUntil == nil {
             var batch = [[UInt8]]()
             var bytes = 0
@@ -994,13 +1011,22 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// The peer lacks this feed from `from` on: believe it, push from there, and push it live again if it was
-    /// pruned (a REQUEST is also the graft).
+    /// pruned (a REQUEST is also the graft) — unless it asks too often for what it was already sent
+    /// (`Limits.syncResendsPerFeedMax`), which closes the link.
     private mutating func handleRequest(_ feed: FeedKey, from: UInt64) {
         prunedByPeer.remove(feed)
         guard !diverged.contains(feed),
             let head = source.feedHeads(of: feed.conversation).first(where: { $0.author == feed.author }),
             head.sequence >= from
         else { return }
+        if let held = peerHeld[feed], from <= held {
+            let times = resendsAsked[feed, default: 0] + 1
+            guard times <= Limits.syncResendsPerFeedMax else {
+                close(.excessiveRequests(feed, times: times))
+                return
+            }
+            resendsAsked[feed] = times
+        }
         peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
         queueBulk(feed)
         pushUrgent = true

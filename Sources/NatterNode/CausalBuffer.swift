@@ -1,0 +1,169 @@
+import NatterModel
+import NatterSync
+
+/// The bounds of a node's causal buffer, each with its reason (`NodeConfiguration.causalBuffer`).
+public struct CausalBufferLimits: Sendable, Equatable {
+    /// Records held at once: 4,096, a few sync windows of out-of-order records (a window is at most 2,048).
+    public var recordsMax = 4_096
+    /// Record bytes held at once: 16 MiB, eight sync windows' worth (records are at most 64 KiB, so the record bound
+    /// alone would allow 256 MiB).
+    public var bytesMax = 16 << 20
+    /// Of each bound, the part one peer may hold: a quarter. Honest records arrive out of order from a few links at
+    /// a time; a peer that sends feeds which never become contiguous (a feed starting at sequence 2) fills only its
+    /// share, and the rest stays free for everyone else.
+    public var peerShareDivisor = 4
+    /// A record waiting longer than this is given up: 60 s, two anti-entropy rounds. Its predecessor did not come
+    /// from any link in that time, so the next rounds fetch the feed again from where the store stops; until then it
+    /// only takes a place.
+    public var age: Duration = .seconds(60)
+
+    public init() {}
+
+    /// The most records one peer may hold.
+    public var peerRecordsMax: Int { max(1, recordsMax / peerShareDivisor) }
+    /// The most bytes one peer may hold.
+    public var peerBytesMax: Int { max(1, bytesMax / peerShareDivisor) }
+}
+
+/// Records that arrived before their feed's predecessor, held until it is stored (DESIGN §5, causal buffer): pure,
+/// time as an input, its state private.
+///
+/// Every record is charged to the peer whose link delivered it. A peer holds at most its share of the bounds; when
+/// the buffer is full, a record from a peer holding less than the heaviest holder takes the place of that holder's
+/// oldest record, so one peer filling the buffer cannot make another's out-of-order records drop (issue 19, item
+/// 6). Records waiting longer than `CausalBufferLimits.age` expire. What is dropped, refused or expired is not lost:
+/// the session asks the peer for the gap, and anti-entropy fetches the rest.
+struct CausalBuffer {
+    /// What became of a record offered to the buffer.
+    enum Outcome: Equatable {
+        case held
+        /// Held already (the same feed position).
+        case duplicate
+        /// Its peer holds its share, or the buffer is full of records of peers holding no more than it.
+        case refused
+    }
+
+    private struct Entry {
+        let record: Record
+        let peer: AuthorID
+        let arrivedAt: Duration
+        /// Arrival order, so eviction breaks ties the same way on every run.
+        let serial: UInt64
+    }
+
+    private struct Holdings {
+        var records = 0
+        var bytes = 0
+    }
+
+    let limits: CausalBufferLimits
+    private var entries: [FeedKey: [UInt64: Entry]] = [:]
+    private var holdings: [AuthorID: Holdings] = [:]
+    private var nextSerial: UInt64 = 0
+    /// Records and bytes held.
+    private(set) var count = 0
+    private(set) var bytes = 0
+
+    init(limits: CausalBufferLimits = CausalBufferLimits()) {
+        precondition(limits.recordsMax > 0 && limits.bytesMax > 0 && limits.peerShareDivisor > 0 && limits.age > .zero)
+        self.limits = limits
+    }
+
+    /// Holds `record`, delivered by `peer` at `now`, within the bounds (see the type's comment).
+    mutating func hold(_ record: Record, from peer: AuthorID, now: Duration) -> Outcome {
+        let feed = FeedKey(conversation: record.header.conversation, author: record.header.author)
+        guard entries[feed]?[record.header.sequence] == nil else { return .duplicate }
+        let size = record.bytes.count
+        let mine = holdings[peer] ?? Holdings()
+        guard mine.records < limits.peerRecordsMax, mine.bytes + size <= limits.peerBytesMax else { return .refused }
+        while count >= limits.recordsMax || bytes + size > limits.bytesMax {
+            // The bound that is full is what the holders are weighed by; the heaviest holder other than `peer`, if it
+            // holds more than `peer` will, gives up its oldest record.
+            let byRecords = count >= limits.recordsMax
+            let weight: (Holdings) -> Int = byRecords ? { $0.records } : { $0.bytes }
+            let mineAfter = byRecords ? mine.records + 1 : mine.bytes + size
+            let heaviest = holdings.filter { $0.key != peer }.max { (weight($0.value), $1.key) < (weight($1.value), $0.key) }
+            guard let heaviest, weight(heaviest.value) > mineAfter else { return .refused }
+            evictOldest(of: heaviest.key)
+        }
+        nextSerial += 1
+        entries[feed, default: [:]][record.header.sequence] = Entry(
+            record: record, peer: peer, arrivedAt: now, serial: nextSerial)
+        holdings[peer, default: Holdings()].records += 1
+        holdings[peer, default: Holdings()].bytes += size
+        count += 1
+        bytes += size
+        checkInvariants()
+        return .held
+    }
+
+    /// Feeds with records held, in order.
+    var feeds: [FeedKey] { entries.keys.sorted() }
+
+    /// The held record of `feed` at `next` (the sequence after the store's head), taken out of the buffer; records
+    /// of the feed below `next` are stored already and are dropped.
+    mutating func take(_ feed: FeedKey, next: UInt64) -> Record? {
+        guard let held = entries[feed] else { return nil }
+        for sequence in held.keys where sequence < next { remove(feed, sequence) }
+        guard let entry = entries[feed]?[next] else { return nil }
+        remove(feed, next)
+        return entry.record
+    }
+
+    /// Gives up records that waited longer than the age bound; returns how many.
+    mutating func expire(now: Duration) -> Int {
+        var expired = 0
+        for feed in entries.keys.sorted() {
+            for (sequence, entry) in entries[feed]! where now - entry.arrivedAt >= limits.age {
+                remove(feed, sequence)
+                expired += 1
+            }
+        }
+        return expired
+    }
+
+    /// When the oldest record held expires (nil: none held).
+    var nextExpiry: Duration? {
+        entries.values.lazy.flatMap(\.values).map(\.arrivedAt).min().map { $0 + limits.age }
+    }
+
+    /// Forgets every record of `conversation` (it was evicted).
+    mutating func drop(conversation: ConversationID) {
+        for feed in entries.keys.sorted() where feed.conversation == conversation {
+            for sequence in entries[feed]!.keys.sorted() { remove(feed, sequence) }
+        }
+    }
+
+    /// Records `peer` holds now.
+    func held(by peer: AuthorID) -> Int { holdings[peer]?.records ?? 0 }
+
+    // MARK: - Private
+
+    private mutating func evictOldest(of peer: AuthorID) {
+        var oldest: (feed: FeedKey, sequence: UInt64, serial: UInt64)?
+        for (feed, held) in entries {
+            for (sequence, entry) in held where entry.peer == peer && entry.serial < (oldest?.serial ?? .max) {
+                oldest = (feed, sequence, entry.serial)
+            }
+        }
+        guard let oldest else { preconditionFailure("a holder with nothing held") }
+        remove(oldest.feed, oldest.sequence)
+    }
+
+    private mutating func remove(_ feed: FeedKey, _ sequence: UInt64) {
+        guard let entry = entries[feed]?.removeValue(forKey: sequence) else { return }
+        if entries[feed]!.isEmpty { entries[feed] = nil }
+        let size = entry.record.bytes.count
+        count -= 1
+        bytes -= size
+        holdings[entry.peer]!.records -= 1
+        holdings[entry.peer]!.bytes -= size
+        if holdings[entry.peer]!.records == 0 { holdings[entry.peer] = nil }
+    }
+
+    private func checkInvariants() {
+        assert(count <= limits.recordsMax && bytes <= limits.bytesMax, "the causal buffer within its bounds")
+        assert(holdings.values.allSatisfy { $0.records <= limits.peerRecordsMax && $0.bytes <= limits.peerBytesMax })
+        assert(holdings.values.reduce(0) { $0 + $1.records } == count, "holdings add up")
+    }
+}

@@ -1,0 +1,135 @@
+// Goal: the causal buffer holds records that arrived ahead of their predecessor within bounds — records, bytes, a
+// share per peer, an age — and one peer filling it cannot make another peer's out-of-order records drop (issue 19,
+// item 6). Method: the pure `CausalBuffer` with small bounds and explicit times; then the attack itself on real
+// nodes: `natter debug attack causal-fill` sends feeds starting at sequence 2 to an in-process `Node`, and an
+// honest peer's record 2, then (over another link) its record 1, must both be applied.
+import Foundation
+import NatterCrypto
+import NatterModel
+import NatterNode
+import NatterStore
+import NatterSync
+import NatterTestSupport
+import Testing
+
+@testable import NatterNode
+@testable import natter
+
+@Suite("Causal buffer")
+struct CausalBufferTests {
+    static let records = try! floodRecords(
+        conversation: floodConversation("causal-buffer"), authors: 4, perAuthor: 12, payloadBytes: 100, seed: 6)
+    /// Author `author`'s record at `sequence` (1…12).
+    func record(author: Int, _ sequence: Int) -> Record { Self.records[author * 12 + sequence - 1] }
+    func peer(_ number: UInt8) -> AuthorID { AuthorID(raw: Bytes32([UInt8](repeating: number, count: 32))) }
+    func feed(_ author: Int) -> FeedKey {
+        FeedKey(conversation: floodConversation("causal-buffer"), author: record(author: author, 1).header.author)
+    }
+
+    func limits(records: Int = 8, bytes: Int = 1 << 20, divisor: Int = 2) -> CausalBufferLimits {
+        var limits = CausalBufferLimits()
+        limits.recordsMax = records
+        limits.bytesMax = bytes
+        limits.peerShareDivisor = divisor
+        return limits
+    }
+
+    @Test("held records come out in feed order once their predecessor is stored; older ones are dropped")
+    func takeInOrder() {
+        var buffer = CausalBuffer(limits: limits())
+        #expect(buffer.hold(record(author: 0, 3), from: peer(1), now: .zero) == .held)
+        #expect(buffer.hold(record(author: 0, 2), from: peer(1), now: .zero) == .held)
+        #expect(buffer.hold(record(author: 0, 2), from: peer(2), now: .zero) == .duplicate)
+        #expect(buffer.take(feed(0), next: 1) == nil)
+        #expect(buffer.take(feed(0), next: 3) == record(author: 0, 3), "2 is stored already: dropped")
+        #expect(buffer.count == 0 && buffer.bytes == 0 && buffer.feeds.isEmpty)
+    }
+
+    @Test("a peer holds at most its share; when full, a lighter peer's record takes the heaviest's oldest place")
+    func sharesAndEviction() {
+        var buffer = CausalBuffer(limits: limits(records: 8, divisor: 2))
+        for sequence in 2...5 { #expect(buffer.hold(record(author: 0, sequence), from: peer(1), now: .zero) == .held) }
+        #expect(buffer.hold(record(author: 0, 6), from: peer(1), now: .zero) == .refused, "its share is 4")
+        for sequence in 2...5 { #expect(buffer.hold(record(author: 1, sequence), from: peer(2), now: .zero) == .held) }
+        #expect(buffer.count == 8)
+        // Full: peer 3 holds nothing, so the heaviest (a tie: the smaller identity, peer 1) gives up its oldest.
+        #expect(buffer.hold(record(author: 2, 2), from: peer(3), now: .seconds(1)) == .held)
+        #expect(buffer.held(by: peer(1)) == 3 && buffer.held(by: peer(3)) == 1)
+        #expect(buffer.take(feed(0), next: 2) == nil, "peer 1's oldest record went")
+        #expect(buffer.take(feed(0), next: 3) == record(author: 0, 3))
+    }
+
+    @Test("the byte bound weighs holders by bytes")
+    func byteBound() {
+        let size = record(author: 0, 2).bytes.count
+        var buffer = CausalBuffer(limits: limits(records: 100, bytes: 4 * size, divisor: 1))
+        for sequence in 2...5 { #expect(buffer.hold(record(author: 0, sequence), from: peer(1), now: .zero) == .held) }
+        #expect(buffer.hold(record(author: 1, 2), from: peer(2), now: .zero) == .held)
+        #expect(buffer.bytes <= 4 * size && buffer.held(by: peer(1)) == 3)
+        #expect(buffer.hold(record(author: 0, 6), from: peer(1), now: .zero) == .refused, "peer 1 is the heaviest")
+    }
+
+    @Test("records expire after the age bound; an evicted conversation's records go at once")
+    func expiryAndDrop() {
+        var buffer = CausalBuffer(limits: limits())
+        _ = buffer.hold(record(author: 0, 2), from: peer(1), now: .zero)
+        _ = buffer.hold(record(author: 1, 2), from: peer(1), now: .seconds(30))
+        #expect(buffer.nextExpiry == .seconds(60))
+        #expect(buffer.expire(now: .milliseconds(59_999)) == 0)
+        #expect(buffer.expire(now: .seconds(60)) == 1 && buffer.count == 1)
+        buffer.drop(conversation: floodConversation("causal-buffer"))
+        #expect(buffer.count == 0 && buffer.nextExpiry == nil)
+    }
+
+    @Test("a peer filling the buffer with feeds starting at sequence 2 cannot make an honest gap's record drop")
+    func fillAttackOnRealNodes() async throws {
+        let victim = try await RunningNode(seed: 71)
+        defer { Task { await victim.stop() } }
+        let port = victim.node.port
+        // One link, 5,000 records from sequence 2 on: more than the whole buffer (4,096), even if the victim has yet to
+        // ingest the last three batches (768) when the attacker says it is done.
+        let attacker = try NatterProcess(
+            try builtExecutable("natter"),
+            ["debug", "attack", "causal-fill", "--peer", "127.0.0.1:\(port)", "--records", "5000", "--seconds", "60"])
+        defer { attacker.kill() }
+        try await attacker.waitFor("causal-fill: sent", seconds: 60)
+
+        // An honest feed's record 2 over one link, then its record 1 over another (as when the two took different
+        // paths). Before issue 19 the full buffer dropped record 2, and only record 1 was ever applied.
+        let honest = try floodRecords(
+            conversation: floodConversation("honest-gap"), authors: 1, perAuthor: 2, seed: 72)
+        let links = try await onThread {
+            let first = try RawLink(host: "127.0.0.1", port: port)
+            try first.send(RawLink.emptySummary)
+            try first.send(RawLink.records([honest[1]]))
+            // The victim asks for the gap (REQUEST from 1): record 2 was read and judged out of order.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !(try first.receive(wait: .milliseconds(100)).contains { $0.first == 5 }) {
+                guard ContinuousClock.now < deadline else { throw ProcessFailure("no REQUEST for the gap") }
+            }
+            let second = try RawLink(host: "127.0.0.1", port: port)
+            try second.send(RawLink.emptySummary)
+            try second.send(RawLink.records([honest[0]]))
+            return KeptAlive([first, second])
+        }
+        defer { _ = links }
+        let second = honest[1].id
+        let applied = try await eventually(seconds: 30) {
+            victim.log.all.contains { if case .applied(let refs) = $0 { refs.contains { $0.id == second } } else { false } }
+        }
+        #expect(applied, "the honest record 2 waited in the buffer and was applied after record 1")
+    }
+}
+
+/// Objects kept alive until the end of a test (raw links, whose sockets close when they go).
+final class KeptAlive: @unchecked Sendable {
+    let objects: [AnyObject]
+    init(_ objects: [AnyObject]) { self.objects = objects }
+}
+
+/// Runs blocking work (raw sockets) on a thread of its own, so it holds no thread of the shared pool.
+func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
