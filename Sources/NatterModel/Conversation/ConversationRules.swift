@@ -372,7 +372,7 @@ struct Derivation: Sendable {
     mutating func insertLate(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
             switch entry.body {
-            case .content(.delete), .control, .unreadable:
+            case .content(.delete), .control, .unreadable, .wronglySealed:
                 return false
             case .content(.react(let target, _)), .content(.unreact(let target)):
                 if state.message(target)?.deleted == true { return false }
@@ -386,7 +386,7 @@ struct Derivation: Sendable {
             switch entry.body {
             case .content(let operation): checkContent(entry, operation)
             case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
-            case .control, .unreadable: break
+            case .control, .unreadable, .wronglySealed: break  // never reached: refused above
             }
         }
         computeReceipts()
