@@ -70,7 +70,13 @@ extension Simulation {
             let written = try node.store.records(
                 conversation: group, author: node.author, from: known + 1, limit: Int(feed.stored - known))
             for record in written {
-                ledger.add(record, author: index, kind: record.header.kind == .commit ? .rekey : .receipt, at: now)
+                let position = ledger.add(
+                    record, author: index, kind: record.header.kind == .commit ? .rekey : .receipt, at: now)
+                // Written after the heal (the messages that settle brings call for receipts): due everywhere too.
+                if phase == .settle {
+                    ledger.setMustReach(position, true)
+                    pendingCopies += nodes.filter { $0.isUp && ledger[position].appliedAt[$0.index] == nil }.count
+                }
             }
         } catch {
             fail("\(node.name): store read failed: \(error)")
