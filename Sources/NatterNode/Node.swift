@@ -82,7 +82,10 @@ public actor Node: Service {
     /// When the conversation tables were last refreshed (bulk turns refresh at most every `bulkRefreshInterval`).
     private var lastRefresh: ContinuousClock.Instant?
     private let started: ContinuousClock.Instant
-    private var named: [PeerAddress: Redial] = [:]
+    /// Named peers and peers found by discovery, redialled with backoff while not connected.
+    private var redials = Redials<ConnectionID>(
+        backoffMin: Node.redialBackoffMin, backoffMax: Node.redialBackoffMax,
+        discoveredWindow: Node.discoveredRedialWindow)
     /// Scores misbehaving peers and bans repeat offenders (enforced here and by the transport).
     private var penalties = PeerPenalties()
     /// The remote address of each open connection (what a ban refuses), and its peer once the handshake is done.
@@ -106,14 +109,6 @@ public actor Node: Service {
     /// How long a peer found by discovery is redialled after its link went down: long enough to ride out a
     /// partition or a reboot without waiting 15–30 s for its next beacon, short enough to forget nodes that left.
     public static let discoveredRedialWindow: Duration = .seconds(120)
-
-    private struct Redial {
-        var connection: ConnectionID?
-        var nextAttempt: ContinuousClock.Instant
-        var backoff: Duration
-        /// When to stop redialling (peers found by discovery); nil for named peers, redialled for ever.
-        var expires: ContinuousClock.Instant? = nil
-    }
 
     /// Opens the transport, listens on `listen`, and prepares to dial `peers` and, unless `discovery` is nil, to
     /// announce itself and dial the nodes it hears on the LAN. Call `run()` to start.
@@ -143,9 +138,7 @@ public actor Node: Service {
         self.discovery = discovery.map { DiscoveryService(networkKey: networkKey, tcpPort: bound, configuration: $0) }
         started = clock.now
         (events, continuation) = AsyncStream.makeStream(of: NodeEvent.self, bufferingPolicy: .unbounded)
-        for peer in peers {
-            named[peer] = Redial(connection: nil, nextAttempt: started, backoff: Self.redialBackoffMin)
-        }
+        for peer in peers { redials.addNamed(peer, now: .zero) }
     }
 
     /// Runs `body` with what front ends may read of the store, on the node's actor (after bringing the tables up to
@@ -452,12 +445,7 @@ public actor Node: Service {
         discovered[connection] = request.tag
         await discovery.peerConnected(request.tag)
         // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
-        let address = PeerAddress(host: request.host, port: request.port)
-        if named[address]?.expires != nil || named[address] == nil {
-            named[address] = Redial(
-                connection: connection, nextAttempt: clock.now, backoff: Self.redialBackoffMin,
-                expires: clock.now + Self.discoveredRedialWindow)
-        }
+        redials.addDiscovered(PeerAddress(host: request.host, port: request.port), connection: connection, now: now)
         return true
     }
 
@@ -517,10 +505,7 @@ public actor Node: Service {
             if let tag = discovered.removeValue(forKey: connection), let discovery {
                 Task { await discovery.peerDisconnected(tag) }
             }
-            for (address, redial) in named where redial.connection == connection {
-                named[address]?.connection = nil
-                named[address]?.nextAttempt = clock.now + redial.backoff
-            }
+            redials.closed(connection, now: now)
             perform(core.handle(.linkClosed(LinkID(connection.raw)), now: now))
         case .dialFailed:
             break
@@ -540,27 +525,12 @@ public actor Node: Service {
         perform(core.handle(.tick, now: now))
         if bulkRefreshDue { refresh() }
         if let end = banEndsAt, end <= now { enforceBans() }
-        for (address, redial) in named where redial.connection == nil {
-            if let expires = redial.expires, clock.now >= expires { named[address] = nil }
-        }
-        let due = named.filter {
-            $0.value.connection == nil && clock.now >= $0.value.nextAttempt
-                && !penalties.isBanned(.address(Self.unscoped($0.key.host)), now: now)
-        }.keys
-        for address in due.sorted(by: { $0.description < $1.description }) {
-            guard var redial = named[address] else { continue }
-            redial.backoff = min(redial.backoff * 2, Self.redialBackoffMax)
-            redial.nextAttempt = clock.now + redial.backoff
-            named[address] = redial
-            // The actor may run other work while the dial is in flight; re-read the entry afterwards.
+        let due = redials.due(now: now).filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
+        for address in due {
+            guard redials.attempt(address, now: now) else { continue }
+            // The actor may run other work while the dial is in flight; `dialled` takes the entry as it is then.
             let connection = await transport.dial(host: address.host, port: address.port)
-            guard var after = named[address] else { continue }
-            after.connection = connection
-            if connection != nil {
-                after.backoff = Self.redialBackoffMin
-                if after.expires != nil { after.expires = clock.now + Self.discoveredRedialWindow }
-            }
-            named[address] = after
+            redials.dialled(address, connection: connection, now: now)
         }
     }
 

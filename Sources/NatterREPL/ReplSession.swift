@@ -33,8 +33,11 @@ public actor ReplSession {
         public var notifyPath = ProcessInfo.processInfo.environment["PATH"]
         /// Record-writing commands allowed per second, with a burst (SPEC F16); nil: no limit (`--send-rate 0`).
         public var sendRate: SendRate? = .interactiveDefault
-        /// Time for the send rate and `/wait` (tests inject one); the wall clock gives displayed times.
+        /// Time for the send rate and `/wait` (tests inject one); `wallClockMillis` gives displayed times.
         public var clock: @Sendable () -> Duration = { ContinuousClock.now - ReplSession.started }
+        /// Milliseconds since 1970: displayed times, when a mute ends, when a person was last active (tests inject
+        /// one, so a mute's end is reached by moving it rather than by waiting).
+        public var wallClockMillis: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
         public init() {}
     }
@@ -203,8 +206,8 @@ public actor ReplSession {
 
     // MARK: - Output
 
-    /// Milliseconds since 1970 on the wall clock (displayed times, mute ends).
-    func nowMillis() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+    /// Milliseconds since 1970 on the wall clock (displayed times, mute ends): `Options.wallClockMillis`.
+    func nowMillis() -> Int64 { options.wallClockMillis() }
 
     var renderer: Renderer { Renderer(timeZone: options.timeZone, nowMillis: nowMillis(), colours: options.colours) }
 

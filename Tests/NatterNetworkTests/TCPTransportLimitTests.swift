@@ -12,9 +12,10 @@ import Testing
 import Glibc
 #endif
 
-/// Connections the transport reported opened, shared with the task that reads its events.
+/// Connections the transport reported opened and closed, shared with the task that reads its events.
 final class OpenedLog: Sendable {
     let ids = Mutex<[ConnectionID]>([])
+    let closed = Mutex<Set<ConnectionID>>([])
     let events = Mutex<[TCPTransport.Event]>([])
 }
 
@@ -39,6 +40,14 @@ struct TCPTransportLimitTests {
         return fd
     }
 
+    /// Whether the other end closed `fd` (it never sends anything here; never waits).
+    static func isClosedByPeer(_ fd: Int32) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, 0) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK)) <= 0
+    }
+
     /// A transport listening on 127.0.0.1, a log of its events, and the task reading them (cancel it at the end).
     static func start() async throws -> (TCPTransport, Int, OpenedLog, Task<Void, Never>) {
         let transport = TCPTransport()
@@ -46,7 +55,11 @@ struct TCPTransportLimitTests {
         let log = OpenedLog()
         let reader = Task {
             for await event in transport.events {
-                if case .opened(let id, _, _) = event { log.ids.withLock { $0.append(id) } }
+                switch event {
+                case .opened(let id, _, _): log.ids.withLock { $0.append(id) }
+                case .closed(let id): _ = log.closed.withLock { $0.insert(id) }
+                default: break
+                }
                 log.events.withLock { $0.append(event) }
             }
         }
@@ -63,26 +76,40 @@ struct TCPTransportLimitTests {
     func handshakesInProgressAndRefusals() async throws {
         let (transport, port, log, reader) = try await Self.start()
         defer { reader.cancel() }
-        func waitOpened(_ count: Int) async -> Int {
-            for _ in 0..<100 where log.ids.withLock({ $0.count }) < count {
+        /// Waits (bounded) until `opened` connections were reported opened and `refused` of `sockets` were closed by
+        /// the transport, and returns what it saw. Then every connection has been decided — admitted or refused —
+        /// so the counts are final, not counts taken after a sleep.
+        func settle(opened: Int, refused: Int, of sockets: [Int32]) async -> (opened: Int, refused: Int) {
+            func seen() -> (opened: Int, refused: Int) {
+                (log.ids.withLock { $0.count }, sockets.filter(Self.isClosedByPeer).count)
+            }
+            for _ in 0..<500 where seen().opened < opened || seen().refused < refused {
                 try? await Task.sleep(for: .milliseconds(20))
             }
-            try? await Task.sleep(for: .milliseconds(200))  // and no more than that arrive
-            return log.ids.withLock { $0.count }
+            return seen()
         }
+        let limit = TCPLimits.handshakesInProgressMax
         var sockets = (0..<40).map { Self.connectFrom("127.0.0.\(10 + $0)", to: port) }
-        #expect(await waitOpened(TCPLimits.handshakesInProgressMax) == TCPLimits.handshakesInProgressMax)
+        let first = await settle(opened: limit, refused: 40 - limit, of: sockets)
+        #expect(first.opened == limit && first.refused == 40 - limit, "\(limit) admitted, the rest refused: \(first)")
         transport.markEstablished(log.ids.withLock { $0[0] })
-        sockets.append(Self.connectFrom("127.0.0.60", to: port))
-        #expect(await waitOpened(TCPLimits.handshakesInProgressMax + 1) == TCPLimits.handshakesInProgressMax + 1)
+        let freed = Self.connectFrom("127.0.0.60", to: port)
+        sockets.append(freed)
+        let second = await settle(opened: limit + 1, refused: 0, of: [freed])
+        #expect(second.opened == limit + 1 && second.refused == 0, "an established one frees a place: \(second)")
 
         transport.refuse(["127.0.0.61"])
-        let before = log.ids.withLock { $0.count }
-        for id in log.ids.withLock({ $0 }) { transport.close(id) }
-        try await Task.sleep(for: .milliseconds(200))
-        sockets.append(Self.connectFrom("127.0.0.61", to: port))
-        sockets.append(Self.connectFrom("127.0.0.62", to: port))
-        #expect(await waitOpened(before + 1) == before + 1, "only the address not refused gets through")
+        let open = log.ids.withLock { $0 }
+        for id in open { transport.close(id) }
+        // Every place is free once the transport reported each close (it forgets a connection before that event).
+        for _ in 0..<500 where !log.closed.withLock({ $0.isSuperset(of: open) }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(log.closed.withLock { $0.isSuperset(of: open) })
+        let refused = Self.connectFrom("127.0.0.61", to: port)
+        sockets += [refused, Self.connectFrom("127.0.0.62", to: port)]
+        let third = await settle(opened: open.count + 1, refused: 1, of: [refused])
+        #expect(third.opened == open.count + 1 && third.refused == 1, "only the address not refused gets through")
         #expect(await transport.dial(host: "127.0.0.61", port: port) == nil, "dials to a refused address fail at once")
         for fd in sockets { close(fd) }
         await transport.shutdown()

@@ -1,5 +1,6 @@
-/// Tests that load the machine for long (the flood) and tests that gate on wall-clock timings (typing) take turns:
-/// Swift Testing runs suites in parallel, and a timing test starved by a flood fails for nothing it did.
+/// Tests that load the machine for long (the flood) and tests paced in real time (typing: keystrokes every 500 ms
+/// must keep an indicator on) take turns: Swift Testing runs suites in parallel, and a paced test starved by a flood
+/// fails for nothing it did.
 actor MachineTurns {
     static let shared = MachineTurns()
     private var busy = false

@@ -42,10 +42,12 @@ final class TwoPeople: Sendable {
 }
 
 extension ReplNode {
-    /// Waits (bounded) until no printed line contains `text` for `quiet` after `marker` was printed.
+    /// Checks that no printed line contains `text`, once `marker` is printed. The marker must be causally after the
+    /// line in question (a later record of the same author in the same conversation): the node applies a feed in
+    /// order and the session renders its events in order, so once the marker shows, the line was handled — shown or
+    /// hidden — and its absence means hidden, not late.
     func neverSees(_ text: String, after marker: String, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await sees(marker, sourceLocation: sourceLocation)
-        try? await Task.sleep(for: .milliseconds(200))
+        guard await sees(marker, sourceLocation: sourceLocation) != nil else { return }
         #expect(
             !console.output.contains { $0.contains(text) }, "\(name) printed \(text)", sourceLocation: sourceLocation)
     }
@@ -107,10 +109,13 @@ struct ReplFeatureTests {
         try "#!/bin/sh\n{ printf '%s\\037' \"$@\"; echo; } >> \(calls)\n".write(
             toFile: "\(bin)/notify-send", atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: "\(bin)/notify-send")
+        // Bob's wall clock moves only when the test moves it: a mute ends when the test says, never by waiting.
+        let bobClock = ManualClock()
         let people = try await TwoPeople(root: root) { options in
             options.interactive = true
             options.desktopNotifications = true
             options.notifyPath = "/nonexistent:\(bin)"
+            options.wallClockMillis = { bobClock.nowMillis }
         }
         defer { Task { await people.stop() } }
         let (alice, bob) = (people.alice, people.bob)
@@ -157,9 +162,13 @@ struct ReplFeatureTests {
         await bob.fails("/mute 400d", with: "at most 365 days")
         await bob.succeeds("/open Alice")
         let callsBefore = try String(contentsOfFile: calls, encoding: .utf8)
+        // Each quiet line is followed by a marker causally after it: Alice's next record in Lab, a change of Bob's
+        // rights, whose system line shows in Lab's notices even while it is muted (mutes silence messages and
+        // reactions, SPEC F15).
+        await alice.succeeds("/open Lab")
         await alice.succeeds("/msg Lab quiet please")
-        await alice.succeeds("/msg Bob marker one")
-        await bob.neverSees("quiet please", after: "Alice: marker one")
+        await alice.succeeds("/grant Bob rename")
+        await bob.neverSees("quiet please", after: "[Lab] Alice set what you may do: rename")
         #expect(try String(contentsOfFile: calls, encoding: .utf8) == callsBefore)
         let list = await bob.succeeds("/list")
         #expect(list.contains { $0.contains("Lab") && $0.contains("(muted)") })
@@ -169,11 +178,12 @@ struct ReplFeatureTests {
         #expect(await bob.succeeds("/mute 2s").contains { $0.hasPrefix("muted Lab until ") })
         await bob.succeeds("/open Alice")
         await alice.succeeds("/msg Lab still quiet")
-        await alice.succeeds("/msg Bob marker two")
-        await bob.neverSees("still quiet", after: "Alice: marker two")
-        try await Task.sleep(for: .seconds(2))
+        await alice.succeeds("/revoke Bob rename")
+        await bob.neverSees("still quiet", after: "[Lab] Alice set what you may do: nothing extra")
+        // Two seconds later on Bob's clock (and a little more), the mute is over.
+        bobClock.advance(by: .milliseconds(2_001))
+        #expect(await bob.succeeds("/list").contains { $0.contains("Lab") && !$0.contains("(muted)") })
         await alice.succeeds("/msg Lab loud again")
-        await bob.sees("[Lab] ")
         #expect(await bob.sees("Alice: loud again")?.hasPrefix("[Lab] ") == true)
     }
 
@@ -222,15 +232,22 @@ struct ReplFeatureTests {
     func sendRate() async throws {
         let root = featureRoot()
         defer { try? FileManager.default.removeItem(atPath: root) }
+        // The send rate's time moves only when the test moves it: the refill is reached by `advance`, not by sleeping.
+        let clock = ManualClock()
         let alice = try await ReplNode(root: root, name: "Alice") {
             $0.sendRate = SendRate(perSecond: 2, burst: 3)
+            $0.clock = { clock.now }
         }
         defer { Task { await alice.stop() } }
         for number in 1...3 { await alice.succeeds("/nick Alice \(number)") }
         await alice.fails("/nick Alice 4", with: "Please slow down")
         await alice.succeeds("/whoami")
-        try await Task.sleep(for: .milliseconds(600))
+        // Two a second: after 400 ms not one token yet (0.8); after 550 ms one (1.1), and only one.
+        clock.advance(by: .milliseconds(400))
+        await alice.fails("/nick Alice 5", with: "Please slow down")
+        clock.advance(by: .milliseconds(150))
         await alice.succeeds("/nick Alice 5")
+        await alice.fails("/nick Alice 6", with: "Please slow down")
         #expect(SendRate.fromOption(0) == nil)
         #expect(SendRate.fromOption(1000) == SendRate(perSecond: 1000, burst: 1000))
         #expect(SendRate.fromOption(1) == SendRate(perSecond: 1, burst: SendRate.interactiveDefault.burst))

@@ -7,6 +7,7 @@ import NatterCrypto
 import NatterModel
 import NatterNode
 import NatterStore
+import NatterTestSupport
 import Synchronization
 import Testing
 
@@ -118,6 +119,25 @@ final class ReplNode: Sendable {
     func ref(of text: String, sourceLocation: SourceLocation = #_sourceLocation) async -> String {
         guard let line = await sees(text, sourceLocation: sourceLocation) else { return "none" }
         return line.split(separator: " ").dropFirst().first.map(String.init) ?? "none"
+    }
+
+    /// Whether the node has applied a message containing `text`, in any conversation, whatever the session showed.
+    func holds(_ text: String) async throws -> Bool {
+        try await node.read { queries in
+            try queries.allDetails().keys.contains { conversation in
+                try queries.lines(of: conversation, 0..<queries.lineCount(of: conversation)).contains { line in
+                    if case .message(let message) = line.item { message.text.contains(text) } else { false }
+                }
+            }
+        }
+    }
+
+    /// Returns once the session has handled every event the node emitted before this call: writes `text` in the
+    /// conversation being viewed and waits (bounded) until it is printed — the node emits its events in order and
+    /// the session renders them in order. What was not printed by then was hidden, not late.
+    func handledEverything(writing text: String, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await succeeds(text, sourceLocation: sourceLocation)
+        await sees("you: \(text)", sourceLocation: sourceLocation)
     }
 
     func stop() async {
@@ -293,25 +313,33 @@ struct ReplSessionTests {
         #expect(await alice.succeeds("/ignore Bob").contains { $0.hasPrefix("ignoring Bob") })
         await bob.succeeds("/msg Alice you cannot see this")
         await bob.succeeds("/msg Alice marker")
-        try await Task.sleep(for: .milliseconds(500))
+        // Absent only once it is known to be handled: Alice's node holds Bob's marker (and so, his feed applied in
+        // order, the line before it), and her session printed a line of hers written after that.
+        #expect(try await eventually { try await alice.holds("marker") })
+        #expect(try await alice.holds("you cannot see this"))
+        await alice.handledEverything(writing: "after the marker")
         #expect(!alice.console.output.contains { $0.contains("you cannot see this") })
         #expect(await alice.succeeds("/whois Bob").contains("ignored"))
         #expect(await alice.succeeds("/ignore Bob") == ["no longer ignoring Bob"])
         await bob.succeeds("/msg Alice visible again")
         await alice.sees("Bob: visible again")
+        // Bob's links to Alice that went down (he dials her: each redial that Alice turns away comes up on his side,
+        // once his handshake is done, and goes down when she closes it).
+        let aliceID = await alice.node.identity.author
+        let bobLinksDown = Mutex(0)
+        await bob.node.observeEvents { event, _ in
+            if case .peerDown(aliceID, _) = event { bobLinksDown.withLock { $0 += 1 } }
+        }
         #expect(await alice.succeeds("/block Bob").contains { $0.hasPrefix("blocked Bob") })
         #expect(await alice.succeeds("/whois Bob").contains("blocked"))
         #expect(try String(contentsOfFile: "\(root)/Alice/ignored", encoding: .utf8).hasPrefix("block "))
-        // Blocking refuses the link: Bob's redials are turned away while he stays blocked.
+        // Blocking refuses the link: Bob's redials are turned away while he stays blocked. Checked once Bob has
+        // redialled (twice, after the link the block closed), not after a sleep that may not have seen one.
         let bobID = await bob.node.identity.author
-        var linked = true
-        for _ in 0..<100 where linked {
-            try await Task.sleep(for: .milliseconds(50))
-            linked = await alice.node.connectedPeers.contains(bobID)
-        }
-        #expect(!linked)
-        try await Task.sleep(for: .seconds(2.5))  // longer than the redial backoff's cap
+        #expect(
+            try await eventually(seconds: 30) { bobLinksDown.withLock { $0 } >= 3 }, "Bob redials and is turned away")
         #expect(await !alice.node.connectedPeers.contains(bobID))
+        await bob.node.observeEvents(nil)
         #expect(await alice.succeeds("/block Bob") == ["unblocked Bob"])
         await alice.succeeds("/wait peer Bob 15")
 
@@ -375,10 +403,16 @@ struct ReplSessionTests {
         await alice.fails("/grant Carol fly", with: "fly is not a right")
         await carol.fails("/kick Bob", with: "not allowed to remove this member")
 
+        let lab = try #require(
+            try await carol.node.read { try $0.allDetails().first { $0.value.ownTitle == "Carol's lab" }?.key })
         await alice.succeeds("/kick Carol")
         await bob.sees("Alice removed Carol")
-        await carol.succeeds("/wait synced 10")
-        try await Task.sleep(for: .milliseconds(300))
+        // Refused once her node has applied the removal — a commit sealed without her, which locks her out — known
+        // from its records, not from a sleep.
+        #expect(
+            try await eventually(seconds: 30) {
+                try await carol.node.read { try $0.details(of: lab).map { $0.lockedOut || !$0.isMember } == true }
+            }, "Carol's node applied her removal")
         await carol.fails("still here?", with: "no longer a member")
         await bob.succeeds("/leave")
         await alice.sees("Bob left")

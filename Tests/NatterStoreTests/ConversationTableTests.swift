@@ -176,7 +176,7 @@ extension ConversationTableTests {
                 let source = replicas.randomElement(using: &rng)!
                 _ = try deliver(try source.store.allRecords(), to: actor.store, batchSizes: 1...4, rng: &rng)
             } else {
-                try? ConversationConvergenceTests.act(actor, in: chat, replicas: replicas, rng: &rng)
+                _ = try ConversationConvergenceTests.act(actor, in: chat, replicas: replicas, rng: &rng)
             }
             for replica in replicas { try replica.conversations.refreshChanged() }
         }

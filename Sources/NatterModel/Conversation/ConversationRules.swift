@@ -173,6 +173,7 @@ public struct ConversationEngine: Sendable {
         switch (a, b) {
         case (.content(let x), .content(let y)): x == y
         case (.control(let x, let o1), .control(let y, let o2)): x == y && o1 == o2
+        case (.notice(let x), .notice(let y)): x == y
         case (.unreadable, .unreadable), (.wronglySealed, .wronglySealed): true
         case (.malformed(let x), .malformed(let y)): x == y
         default: false
@@ -302,7 +303,11 @@ struct Derivation: Sendable {
     /// no control in it may retract content already accepted (strong removal reaching back).
     func canAppend(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
-            guard case .control(let operation, _) = entry.body else { continue }
+            let operation: ControlOperation
+            switch entry.body {
+            case .control(let control, _), .notice(let control): operation = control
+            default: continue
+            }
             let removed: [AuthorID]
             switch operation {
             case .remove(let members): removed = members
@@ -327,6 +332,8 @@ struct Derivation: Sendable {
             switch entry.body {
             case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
+            case .notice(let operation):
+                checkControl(entry, operation, nil, notice: true)
             case .unreadable, .wronglySealed:
                 noteUnreadable(entry)
             case .malformed(let reason):
@@ -372,7 +379,7 @@ struct Derivation: Sendable {
     mutating func insertLate(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
             switch entry.body {
-            case .content(.delete), .control, .unreadable, .wronglySealed:
+            case .content(.delete), .control, .notice, .unreadable, .wronglySealed:
                 return false
             case .content(.react(let target, _)), .content(.unreact(let target)):
                 if state.message(target)?.deleted == true { return false }
@@ -386,7 +393,7 @@ struct Derivation: Sendable {
             switch entry.body {
             case .content(let operation): checkContent(entry, operation)
             case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
-            case .control, .unreadable, .wronglySealed: break  // never reached: refused above
+            case .control, .notice, .unreadable, .wronglySealed: break  // never reached: refused above
             }
         }
         computeReceipts()
@@ -498,8 +505,12 @@ struct Derivation: Sendable {
 
     // MARK: - Control records
 
-    mutating func checkControl(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?) {
-        if let reason = controlProblem(entry, operation, opening) {
+    /// Checks a control record and applies it if valid. `notice`: this identity read a removal through its notice
+    /// only (it holds not the new key), so everything but the slots and the parents is checked.
+    mutating func checkControl(
+        _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
+    ) {
+        if let reason = controlProblem(entry, operation, opening, notice: notice) {
             state.rejected[entry.id] = reason
             return
         }
@@ -543,10 +554,11 @@ struct Derivation: Sendable {
         }
     }
 
-    mutating func controlProblem(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?)
-        -> String?
-    {
+    mutating func controlProblem(
+        _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
+    ) -> String? {
         let author = entry.author
+        if opening?.announced == true || notice, !operation.isRemoval { return "only a removal carries a notice" }
         if case .create(let kind, let title, let members, let salt) = operation {
             guard let opening, opening.parents.isEmpty, entry.header.epoch == .none else {
                 return "a genesis opens the first epoch"
@@ -609,6 +621,8 @@ struct Derivation: Sendable {
         case .rekey:
             break
         }
+        // Read through its notice: the slots and the parents are beyond this reader.
+        if notice { return nil }
         if operation.opensEpoch {
             guard let opening, !opening.parents.isEmpty, opening.parents.first == entry.header.epoch else {
                 return "an epoch-opening commit must name its parent epochs"
@@ -618,6 +632,7 @@ struct Derivation: Sendable {
                     precedesPosition(info.position, entry)
                 else { return "unknown parent epoch" }
             }
+            if operation.isRemoval, !opening.announced { return "a removal must carry its notice" }
             return rosterProblem(opening, roster: resultingRoster(before, entry, operation))
         }
         return epochProblem(entry, before)
