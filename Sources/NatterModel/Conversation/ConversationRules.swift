@@ -19,7 +19,8 @@ public enum ConversationRules {
 }
 
 /// The rules maintained incrementally: entries that come after everything seen so far (the usual case: new
-/// records) are checked and applied on their own; anything that could change an earlier decision — an entry
+/// records) are checked and applied on their own, and content that sorts earlier (concurrent records) is inserted
+/// where it sorts (`Derivation.insertLate`); anything that could change an earlier decision — a control or a delete
 /// earlier in the order, a newly readable entry, or a removal that retracts earlier lines — re-derives from
 /// scratch. Either way the state equals `ConversationRules.derive` of all entries (a property test checks it).
 /// A position in a `ConversationEngine`'s log of changed lines.
@@ -134,31 +135,19 @@ public struct ConversationEngine: Sendable {
                 fresh.removeAll(where: isLate)
                 guard !fresh.isEmpty else { return false }
             }
-        }
-        // Content that sorts before what was processed (records concurrent with later ones, such as a group's
-        // receipts) is taken in where it stands: content decisions depend on the controls and on what precedes the
-        // record causally, never on later-sorting content (`Derivation.absorbLateContent`). Only a late control, or
-        // a body that changed, re-derives everything.
-        var late = [ConversationEntry]()
-        if !changed, let last {
-            late = fresh.filter { $0.position < last }
-            if !late.isEmpty, late.allSatisfy(\.isLateAbsorbable) {
-                fresh.removeFirst(late.count)
-            } else {
-                late = []
+            // Readable content that sorts before what was processed (concurrent records: in a busy group, most
+            // arrivals) goes in at its place, unless it could change a decision already taken.
+            let lateContent = fresh.prefix { $0.position < last }
+            if !lateContent.isEmpty, derivation.insertLate(Array(lateContent)) {
+                fresh.removeFirst(lateContent.count)
+                guard !fresh.isEmpty else { return false }
             }
         }
-        if changed || (last != nil && fresh.first.map { $0.position < last! } == true) {
+        if changed || (last != nil && fresh[0].position < last!) || !derivation.canAppend(fresh) {
             rebuild()
             return true
         }
-        if !late.isEmpty { derivation.absorbLateContent(late) }
-        // After the late content: a removal in `fresh` may retract it.
-        guard derivation.canAppend(fresh) else {
-            rebuild()
-            return true
-        }
-        if !fresh.isEmpty { derivation.process(fresh) }
+        derivation.process(fresh)
         return false
     }
 
@@ -377,57 +366,77 @@ struct Derivation: Sendable {
         // The timeline follows `order`: items this batch changed (the log's new entries that name an item already
         // there) are rewritten in place, new ones appended (a batch comes after everything processed, so its items
         // sort last) — not the whole timeline copied per batch.
-        rewriteTouchedLines(since: touchedBefore)
+        for id in Set(touched[touchedBefore...].map(\.id)) {
+            if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
+        }
         state.timeline += added.map { state.items[$0.id]! }
         assert(state.timeline.count == order.count, "the timeline mirrors the order")
     }
 
-    /// Takes in content (and malformed) entries that sort before entries already processed, exactly as a
-    /// derivation over everything would decide them. Why the result is the same: a derivation decides every control
-    /// before any content, and each content decision depends only on the controls (`stateBefore`, `isRemoved`,
-    /// the epochs) and on content that precedes the record causally (its target, its reply) — all processed, since
-    /// the store applies a record only after its dependencies — so no processed entry depends on a late one. What an
-    /// author's records build up (edit versions, reaction, message sequence numbers, read receipts) follows its feed,
-    /// and a late record is its author's newest here. Only the places in the timeline differ: a late line is
-    /// inserted where it sorts.
-    mutating func absorbLateContent(_ entries: [ConversationEntry]) {
-        computeDisplayTimes(entries)
-        let touchedBefore = touched.count
-        for entry in entries {
+    /// Takes in content entries (sorted) that sort before entries already processed, as a derivation over
+    /// everything would; returns false, changing nothing, when one of them could change a decision already taken: a
+    /// control, a delete (reactions sorting after it that were accepted would have been refused), or a reaction to
+    /// a deleted message (the delete may sort after it). Every processed entry that sorts after one of these is
+    /// concurrent with it (the store applies a record only after its dependencies), so none depends on it, and all
+    /// controls are processed already, as a derivation over everything checks them before any content. What else
+    /// depends on order — a message's edits, an author's reactions and receipts — follows the author's own records,
+    /// all earlier and processed. Re-deriving instead cost every snapshot of a busy group its whole history.
+    mutating func insertLate(_ batch: [ConversationEntry]) -> Bool {
+        for entry in batch {
             switch entry.body {
-            case .content(let operation):
-                let before = state.items.count
-                checkContent(entry, operation)
-                if state.items.count != before { insertInOrder(entry.position) }
-            case .malformed(let reason):
-                state.rejected[entry.id] = "malformed: \(reason)"
-            case .control, .unreadable, .wronglySealed, .notice:
-                preconditionFailure("only content and malformed entries are absorbed late")
+            case .content(.delete), .control, .notice, .unreadable, .wronglySealed:
+                return false
+            case .content(.react(let target, _)), .content(.unreact(let target)):
+                if state.message(target)?.deleted == true { return false }
+            case .content, .malformed:
+                continue
+            }
+        }
+        let touchedBefore = touched.count
+        computeDisplayTimes(batch)
+        for entry in batch {
+            switch entry.body {
+            case .content(let operation): checkContent(entry, operation)
+            case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
+            case .control, .notice, .unreadable, .wronglySealed: break  // never reached: refused above
             }
         }
         computeReceipts()
-        rewriteTouchedLines(since: touchedBefore)
-    }
-
-    /// Inserts a new timeline item at its place in `order` and the timeline, moving those after it one place on.
-    private mutating func insertInOrder(_ position: EntryPosition) {
-        var low = 0
-        var high = order.count
-        while low < high {
-            let middle = (low + high) / 2
-            if order[middle] < position { low = middle + 1 } else { high = middle }
+        // New items join `order` and the timeline where they sort; the items after the first of them move up.
+        let added = batch.filter { state.items[$0.id] != nil }.map(\.position)
+        if let first = added.first {
+            var start = 0
+            var end = order.count
+            while start < end {
+                let middle = (start + end) / 2
+                if order[middle] < first { start = middle + 1 } else { end = middle }
+            }
+            var tailOrder = [EntryPosition]()
+            var tailTimeline = [TimelineItem]()
+            tailOrder.reserveCapacity(order.count - start + added.count)
+            tailTimeline.reserveCapacity(tailOrder.capacity)
+            var old = start
+            var new = 0
+            while old < order.count || new < added.count {
+                if new < added.count, old == order.count || added[new] < order[old] {
+                    tailOrder.append(added[new])
+                    tailTimeline.append(state.items[added[new].id]!)
+                    new += 1
+                } else {
+                    tailOrder.append(order[old])
+                    tailTimeline.append(state.timeline[old])
+                    old += 1
+                }
+            }
+            order.replaceSubrange(start..., with: tailOrder)
+            state.timeline.replaceSubrange(start..., with: tailTimeline)
+            for index in start..<order.count { orderIndex[order[index].id] = index }
         }
-        order.insert(position, at: low)
-        for index in low..<order.count { orderIndex[order[index].id] = index }
-        state.timeline.insert(state.items[position.id]!, at: low)
-    }
-
-    /// Rewrites in the timeline the items the log names since `start` (edits, deletions, reactions change items
-    /// already there).
-    private mutating func rewriteTouchedLines(since start: Int) {
-        for id in Set(touched[start...].map(\.id)) {
+        for id in Set(touched[touchedBefore...].map(\.id)) {
             if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
         }
+        assert(state.timeline.count == order.count, "the timeline mirrors the order")
+        return true
     }
 
     // MARK: - Display times
