@@ -312,7 +312,6 @@ struct ConversationConvergenceTests {
         // cannot read that another member reads (same roster). These seeds passed with this scenario before it.
         10: "a member cannot read 4 records another member reads (same roster; a reply to a message it lacks)",
         201: "a member cannot read 7 records another member reads (same roster)",
-        466: "a member cannot read 1 record another member reads (same roster; a removal judged concurrent by one)",
     ]
 
     /// Floors of real work per seed: over seeds 0..<500 the fewest records written by one seed is 2, and every seed's
