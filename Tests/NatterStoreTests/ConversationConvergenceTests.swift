@@ -280,8 +280,6 @@ struct ConversationConvergenceTests {
     /// Seeds that find a divergence not mended yet, and what it is. (A seed listed here that no longer diverges fails
     /// the test: take it out.)
     static let knownDivergences: [UInt64: String] = [
-        468: "ConversationEngine: fed a fifth of the content as unreadable, the incremental state differs from a "
-            + "rebuild after 19 of 21 records (absorbLate); found once members act in most steps (issue 17 point 9)",
         // Since the merge of key slots (commit form 3, issue 19): after the heal and re-keys, a member holds records it
         // cannot read that another member reads (same roster). These seeds passed with this scenario before it.
         10: "a member cannot read 4 records another member reads (same roster; a reply to a message it lacks)",

@@ -269,6 +269,10 @@ struct Derivation: Sendable {
     var bySequence: [AuthorID: [UInt64: RecordID]] = [:]
     private var foldCache: [[Bool]: GroupFold] = [:]
     private var contentValid: [ConversationEntry] = []
+    /// Content that a valid removal of its author, concurrent with it, would retract if it became known: every
+    /// content entry that passed `standingProblem` (accepted, or rejected for a later reason, such as a reply to a
+    /// message this reader cannot read: a retraction replaces that reason).
+    private var retractable: [ConversationEntry] = []
     private var contentByID: [RecordID: ConversationEntry] = [:]
     private var order: [EntryPosition] = []
     /// Each timeline item's index in `order` (and in `state.timeline`).
@@ -291,7 +295,8 @@ struct Derivation: Sendable {
     }
 
     /// Whether `batch` (sorted, after everything processed) can be applied without revisiting earlier decisions:
-    /// no control in it may retract content already accepted (strong removal reaching back).
+    /// no control in it may retract content already decided (strong removal reaching back) — accepted, or rejected
+    /// for a reason the retraction check comes before (`retractable`).
     func canAppend(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
             guard case .control(let operation, _) = entry.body else { continue }
@@ -301,7 +306,7 @@ struct Derivation: Sendable {
             case .leave: removed = [entry.author]
             default: continue
             }
-            if contentValid.contains(where: { removed.contains($0.author) && $0.isConcurrent(with: entry) }) {
+            if retractable.contains(where: { removed.contains($0.author) && $0.isConcurrent(with: entry) }) {
                 return false
             }
         }
@@ -601,7 +606,12 @@ struct Derivation: Sendable {
 
     mutating func checkContent(_ entry: ConversationEntry, _ operation: ContentOperation) {
         let before = stateBefore(entry)
-        if let reason = contentProblem(entry, operation, before) {
+        var problem = standingProblem(entry, before)
+        if problem == nil {
+            retractable.append(entry)
+            problem = operationProblem(entry, operation, before)
+        }
+        if let reason = problem {
             state.rejected[entry.id] = reason
             if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
                 state.retracted[entry.id] = message
@@ -669,9 +679,21 @@ struct Derivation: Sendable {
     mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
         -> String?
     {
+        standingProblem(entry, before) ?? operationProblem(entry, operation, before)
+    }
+
+    /// Whether the author may write at all where `entry` stands: a member, not removed concurrently (retracted).
+    func standingProblem(_ entry: ConversationEntry, _ before: GroupFold) -> String? {
         guard before.kind != nil else { return "no conversation at this point" }
         guard before.members[entry.author] != nil else { return "not a member at this point" }
         if isRemoved(entry.author, concurrentWith: entry) { return "retracted: the author was removed concurrently" }
+        return nil
+    }
+
+    /// The rules for the operation itself, once the author's standing is checked.
+    mutating func operationProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
+        -> String?
+    {
         if let problem = epochProblem(entry, before) { return problem }
         func ownMessage(_ target: RecordID) -> String? {
             guard let message = state.message(target), let targetEntry = contentByID[target],
