@@ -222,10 +222,10 @@ public final class NodeCore {
         let state = snapshot.state
         let me = identity.author
         guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
-        // A re-key is due when no epoch matches the roster and the rules name this node, or when a commit sealed a
-        // member a key that does not open it and `SlotRepair` names this node (`try?`: an unreadable store is
-        // asked again at the next refresh).
-        if (state.currentEpoch == nil && state.rekeyDuty == me)
+        // A re-key is due when the rules name this node (no epoch matches the roster, or an epoch head leaves out a
+        // member), or when a commit sealed a member a key that does not open it and `SlotRepair` names this node
+        // (`try?`: an unreadable store is asked again at the next refresh).
+        if state.rekeyDuty == me
             || (try? conversations.owesSlotRepair(in: conversation)) == true
         {
             automatic.rekeyNeeded(in: conversation, now: now)

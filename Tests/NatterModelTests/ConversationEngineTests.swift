@@ -61,6 +61,14 @@ struct ConversationEngineTests {
             return write(author, kind: .commit, epoch: parents.first ?? .none, .control(operation, opening: opening))
         }
 
+        /// The genesis: the founder (`Fixtures.author(0)`) and `members`.
+        mutating func found(with members: [AuthorID]) -> ConversationEntry {
+            let founder = Fixtures.author(0)
+            return opening(
+                founder, .create(kind: .group, title: nil, members: members, salt: salt),
+                roster: members + [founder], parents: [])
+        }
+
         mutating func message(_ author: AuthorID, _ text: String, replyTo: RecordID? = nil, epoch: EpochID)
             -> ConversationEntry
         {
@@ -88,9 +96,7 @@ struct ConversationEngineTests {
     func removalRetractsRejectedContent() {
         let (alice, bob, carol) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(2))
         var group = Group()
-        let genesis = group.opening(
-            alice, .create(kind: .group, title: nil, members: [bob, carol], salt: group.salt),
-            roster: [alice, bob, carol], parents: [])
+        let genesis = group.found(with: [bob, carol])
         let epoch = EpochID(raw: genesis.id.raw)
         group.see(bob, from: alice)
         // Bob replies to a message nobody holds: rejected ("replies to an unknown message").
@@ -103,5 +109,60 @@ struct ConversationEngineTests {
         let state = ConversationRules.derive([genesis, reply, hello, removal], context: group.context)
         #expect(state.rejected[reply.id]?.hasPrefix("retracted") == true, "\(state.rejected)")
         #expect(Self.firstDivergence([[genesis], [reply, hello], [removal]], context: group.context) == nil)
+    }
+}
+
+extension ConversationEngineTests {
+    /// Seeds 10 and 201 of the convergence scenarios: Alice adds Dave while Bob re-keys. The add's epoch holds every
+    /// member, so it is current, but the re-key's epoch is a head sealed without Dave: no later epoch chains it, so
+    /// Dave never reads what Bob wrote under it while Alice and Carol do, and their states differ (a reply to it is
+    /// valid for them, "replies to an unknown message" for Dave). The rules must name someone who holds both heads
+    /// to re-key, chaining both; once that re-key is in, nobody is owed one.
+    @Test("a head sealed without a member who stays makes the rules name someone who holds every head to re-key")
+    func headWithoutMemberIsMerged() {
+        let (alice, bob, carol, dave) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(2), Fixtures.author(3))
+        var group = Group()
+        let genesis = group.found(with: [bob, carol])
+        let first = EpochID(raw: genesis.id.raw)
+        group.see(bob, from: alice)
+        let add = group.opening(alice, .add(members: [dave]), roster: [alice, bob, carol, dave], parents: [first])
+        let rekey = group.opening(bob, .rekey, roster: [alice, bob, carol], parents: [first])
+        let said = group.message(bob, "said under the re-key", epoch: EpochID(raw: rekey.id.raw))
+        #expect(add.isConcurrent(with: rekey))
+        let state = ConversationRules.derive([genesis, add, rekey, said], context: group.context)
+        #expect(state.members.keys.sorted() == [alice, bob, carol, dave].sorted())
+        #expect(state.currentEpoch == EpochID(raw: add.id.raw))
+        #expect(Set(state.epochHeads) == [EpochID(raw: add.id.raw), EpochID(raw: rekey.id.raw)])
+        // Before the fix: nil (an epoch matches the roster), and Dave could never read `said`.
+        let duty = try! #require(state.rekeyDuty)
+        #expect(duty != dave, "Dave holds only the add's key")
+        #expect(state.epochHeads.allSatisfy { state.epochs[$0]!.roster.contains(duty) })
+
+        // The duty member's re-key chains both heads: every head then holds every member, and no re-key is owed.
+        for member in [alice, bob, carol, dave] where member != duty { group.see(duty, from: member) }
+        let merge = group.opening(
+            duty, .rekey, roster: [alice, bob, carol, dave],
+            parents: [EpochID(raw: add.id.raw), EpochID(raw: rekey.id.raw)].sorted())
+        let merged = ConversationRules.derive([genesis, add, rekey, said, merge], context: group.context)
+        #expect(merged.rejected[merge.id] == nil, "\(merged.rejected)")
+        #expect(merged.epochHeads == [EpochID(raw: merge.id.raw)])
+        #expect(merged.currentEpoch == EpochID(raw: merge.id.raw))
+        #expect(merged.rekeyDuty == nil)
+    }
+
+    /// Without concurrency the duty is what it was: after a leave (no epoch matches), the smallest member; and no
+    /// re-key is owed while the single head holds every member.
+    @Test("with a single head the re-key duty is the smallest member, and only when no epoch matches")
+    func dutyWithoutConcurrency() {
+        let (alice, bob, carol) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(2))
+        var group = Group()
+        let genesis = group.found(with: [bob, carol])
+        #expect(ConversationRules.derive([genesis], context: group.context).rekeyDuty == nil)
+        group.see(carol, from: alice)
+        let leave = group.write(
+            carol, kind: .commit, epoch: EpochID(raw: genesis.id.raw), .control(.leave, opening: nil))
+        let state = ConversationRules.derive([genesis, leave], context: group.context)
+        #expect(state.currentEpoch == nil)
+        #expect(state.rekeyDuty == min(alice, bob))
     }
 }

@@ -282,8 +282,6 @@ struct ConversationConvergenceTests {
     static let knownDivergences: [UInt64: String] = [
         // Since the merge of key slots (commit form 3, issue 19): after the heal and re-keys, a member holds records it
         // cannot read that another member reads (same roster). These seeds passed with this scenario before it.
-        10: "a member cannot read 4 records another member reads (same roster; a reply to a message it lacks)",
-        201: "a member cannot read 7 records another member reads (same roster)",
         466: "a member cannot read 1 record another member reads (same roster; a removal judged concurrent by one)",
     ]
 

@@ -599,7 +599,25 @@ struct Derivation: Sendable {
             }
         }
         state.currentEpoch = candidates.min()
-        state.rekeyDuty = state.currentEpoch == nil && !roster.isEmpty ? roster.first : nil
+        state.rekeyDuty = rekeyDuty(roster: roster)
+    }
+
+    /// Who must re-key, or nil. A re-key is due when no epoch matches the roster, and also when some epoch head
+    /// leaves out a member (concurrent commits: an add beside a re-key, two adds): a member reads an epoch only
+    /// through its own slot or the history chain of a later epoch it holds, so a head sealed without it stays
+    /// unreadable to it for good while the others read it, and their states differ (their rejections follow what
+    /// they read). The re-key chains every head its author holds. The duty falls to the member in the most heads
+    /// (ties: the smallest identity), who holds their keys: with no concurrency that is the smallest member, as
+    /// before. Heads with no member left count for nothing (nobody can chain them, and nobody still reads them).
+    /// Each such re-key leaves fewer heads without someone, so the duty ends.
+    func rekeyDuty(roster: [AuthorID]) -> AuthorID? {
+        guard !roster.isEmpty else { return nil }
+        let heads = state.epochHeads.compactMap { state.epochs[$0].map { Set($0.roster) } }
+            .filter { head in roster.contains(where: head.contains) }
+        let leavesOut = heads.contains { head in !roster.allSatisfy(head.contains) }
+        guard state.currentEpoch == nil || leavesOut else { return nil }
+        let held = roster.map { member in (member, heads.filter { $0.contains(member) }.count) }
+        return held.max { a, b in a.1 != b.1 ? a.1 < b.1 : a.0 > b.0 }?.0
     }
 
     // MARK: - Content records

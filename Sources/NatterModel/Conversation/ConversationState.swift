@@ -105,8 +105,9 @@ public struct ConversationState: Hashable, Sendable {
     public internal(set) var currentEpoch: EpochID?
     /// Epochs that are not an ancestor of another epoch: more than one means concurrent commits.
     public internal(set) var epochHeads: [EpochID] = []
-    /// The member expected to re-key when no epoch matches the roster (after a leave, or concurrent commits):
-    /// the smallest identity among the members.
+    /// The member expected to re-key when no epoch matches the roster (after a leave, or concurrent commits), or
+    /// when an epoch head leaves out a member (`Derivation.rekeyDuty`): the member in the most heads, ties by the
+    /// smallest identity (with no concurrency, the smallest identity among the members).
     public internal(set) var rekeyDuty: AuthorID?
     /// Messages and system events in display order: (Lamport number, record id).
     public internal(set) var timeline: [TimelineItem] = []
