@@ -1,5 +1,6 @@
-# Independent implementation of the natter record encoding and of the key slots of opening commits, written from
-# docs/protocol.md only: rebuilds every record vector (§1.8) and every key-slot vector (§10.2) there with Python's
+# Independent implementation of the natter record encoding and of the key slots of opening commits (form 3, and form
+# 4 with a removal notice), written from docs/protocol.md only: rebuilds every record vector (§1.8) and every key-slot
+# vector (§10.2) there with Python's
 # `cryptography` (Ed25519, X25519, ChaCha20-Poly1305) and hashlib (BLAKE2b), and compares bytes, signature and id.
 # Usage: python3 scripts/crosscheck_record_vectors.py docs/protocol.md
 import re, sys, hashlib, struct
@@ -93,13 +94,34 @@ for n in slot_names:
         wrap = hashlib.blake2b(b"natter/v1/slot-key" + E + P, digest_size=32, key=shared).digest()
         slots += hint + ChaCha20Poly1305(wrap).encrypt(bytes(12), key, b"")
         tags += hashlib.blake2b(author, digest_size=16, key=tag_key).digest()[:8]
-    body = bytes([len(parents)]) + b"".join(epoch + k for epoch, k in parents) + tags + operation
-    sealed = ChaCha20Poly1305(hchacha20(key, nonce[:16])).encrypt(bytes(4) + nonce[16:], body, header + E + slots)
-    payload = b"\x03" + E + slots + nonce + sealed
+    body = bytes([len(parents)]) + b"".join(epoch + k for epoch, k in parents) + tags
+    removed = sorted((bytes.fromhex(a), bytes.fromhex(p)) for a, p in fields.get("removed", []))
+    if removed:  # form 4: the operation goes into the notice, under N = kdf(K, "natrnote"), checked by C
+        form, notice_key = b"\x04", kdf(key, b"natrnote")
+        authenticated = E + slots + bytes([len(removed)])
+        for author, secret in removed:
+            own = X25519PrivateKey.from_private_bytes(secret)
+            P = raw(own.public_key())
+            shared = e.exchange(X25519PublicKey.from_public_bytes(P))
+            hint = hashlib.blake2b(b"natter/v1/notice-hint" + E + P, digest_size=16, key=shared).digest()[:8]
+            mask = hashlib.blake2b(b"natter/v1/notice-mask" + E + P, digest_size=32, key=shared).digest()
+            authenticated += hint + bytes(a ^ b for a, b in zip(notice_key, mask))
+            # The member removed: finds its notice slot, unmasks N, checks it against C.
+            mine = hashlib.blake2b(b"natter/v1/notice-hint" + E + P, digest_size=16,
+                                   key=own.exchange(X25519PublicKey.from_public_bytes(E))).digest()[:8]
+            assert mine == hint, "the member removed finds its notice slot"
+        check = hashlib.blake2b(b"natter/v1/notice-check", digest_size=32, key=notice_key).digest()
+        authenticated += check + struct.pack(">H", len(operation) + 16)
+        authenticated += ChaCha20Poly1305(notice_key).encrypt(bytes(12), operation, header + authenticated)
+    else:
+        form, authenticated = b"\x03", E + slots
+        body += operation
+    sealed = ChaCha20Poly1305(hchacha20(key, nonce[:16])).encrypt(bytes(4) + nonce[16:], body, header + authenticated)
+    payload = form + authenticated + nonce + sealed
     expected = bytes.fromhex("".join(slot_blocks[f"slots-{n}-payload"].split()))
     expected_e = bytes.fromhex("".join(slot_blocks[f"slots-{n}-ephemeral"].split()))
     good = payload == expected and E == expected_e
     ok &= good
-    print(f"key slots {n}: {len(payload)} bytes, {len(members)} slots, ephemeral {'MATCH' if E == expected_e else 'DIFFER'}, "
+    print(f"key slots {n}: {len(payload)} bytes, {len(members)} slots, {len(removed)} notice slots, ephemeral {'MATCH' if E == expected_e else 'DIFFER'}, "
           f"payload {'MATCH' if payload == expected else 'DIFFER'}")
 print("ALL MATCH" if ok and len(names) >= 3 and slot_names else "MISMATCH"); sys.exit(0 if ok else 1)

@@ -10,7 +10,8 @@ public enum ConversationError: Error, Equatable, Sendable, CustomStringConvertib
     case invalidTitle
     case unknownProfile(AuthorID)
     case waitingForRekey
-    /// A membership change this node cannot read: it was removed (or left out of a new epoch).
+    /// This identity is no member any more: removed (it read the notice, or a membership change was sealed without
+    /// it), left, or left out of a new epoch.
     case lockedOut
     /// The rules every member applies would reject it; the reason is theirs.
     case refused(String)
@@ -23,7 +24,7 @@ public enum ConversationError: Error, Equatable, Sendable, CustomStringConvertib
         case .unknownProfile(let author):
             "no profile from \(author.shortHex) yet (their name and key arrive when you sync with them)"
         case .waitingForRekey: "waiting for the group to re-key after a membership change; try again shortly"
-        case .lockedOut: "you are no longer a member of this conversation (a membership change was sealed without you)"
+        case .lockedOut: "you are no longer a member of this conversation"
         case .refused(let reason): reason
         }
     }
@@ -36,9 +37,12 @@ public struct ConversationSnapshot: Sendable {
     public let state: ConversationState
     public let keys: [EpochID: SymmetricKey]
     let engine: ConversationEngine
+    /// The identity it is seen by.
+    let viewer: AuthorID
 
-    /// Whether a commit sealed after us cannot be opened here: we were removed (`ConversationEngine.isLockedOut`).
-    public var lockedOut: Bool { engine.isLockedOut }
+    /// Whether this identity is no member any more: the rules say so (it left, or read the notice of its removal), or
+    /// a commit sealed after us cannot be opened here (`ConversationEngine.isLockedOut`).
+    public var lockedOut: Bool { (state.exists && state.members[viewer] == nil) || engine.isLockedOut }
 }
 
 /// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.
@@ -208,7 +212,8 @@ public final class Conversations: Sendable {
             var read = fresh
             // Records left unreadable stay so until a new key turns up (keys only come from slots, which do not
             // depend on other records, and from epochs whose key is known): only then are they read again. A
-            // node relaying a conversation it cannot read thus reads each record once, not once per refresh.
+            // node relaying a conversation it cannot read thus reads each record once, not once per refresh. A
+            // removal read only through its notice is kept with them: a re-add may bring its key, and its body.
             if keys.count > cache.keys.count && !cache.unreadable.isEmpty {
                 read = fresh + cache.unreadable.values
                 (entries, keys) = reader.read(read, knownKeys: cache.keys)
@@ -217,14 +222,15 @@ public final class Conversations: Sendable {
             cache.keys = keys
             let records = Dictionary(uniqueKeysWithValues: read.map { ($0.id, $0) })
             for entry in entries {
-                if entry.isUnreadable { cache.unreadable[entry.id] = records[entry.id] }
+                if entry.isUnreadable || entry.isNotice { cache.unreadable[entry.id] = records[entry.id] }
             }
             cache.engine.add(entries)
         }
         let kept = cache
         caches.withLock { $0[conversation] = kept }
         return ConversationSnapshot(
-            id: conversation, context: context, state: cache.engine.state, keys: cache.keys, engine: cache.engine)
+            id: conversation, context: context, state: cache.engine.state, keys: cache.keys, engine: cache.engine,
+            viewer: me)
     }
 
     // MARK: - Authoring: conversations
@@ -436,10 +442,14 @@ public final class Conversations: Sendable {
         let parents = state.epochHeads.filter { snapshot.keys[$0] != nil }
         if case .create = operation {} else if parents.isEmpty { throw ConversationError.waitingForRekey }
         let roster = try roster(after: operation, state: state)
-        let sealedTo = try roster.sorted().map { member in
-            guard let profile = try profile(of: member) else { throw ConversationError.unknownProfile(member) }
+        let encryptionKey = { (member: AuthorID) throws -> (AuthorID, EncryptionPublicKey) in
+            guard let profile = try self.profile(of: member) else { throw ConversationError.unknownProfile(member) }
             return (member, profile.encryptionKey)
         }
+        let sealedTo = try roster.sorted().map(encryptionKey)
+        // A removal tells those it removes (its notice, docs/protocol.md §10.2).
+        var notify: [(AuthorID, EncryptionPublicKey)]?
+        if case .remove(let members) = operation { notify = try members.map(encryptionKey) }
         let newKey = SymmetricKey.generate()
         return try store.appendOwn(
             conversation: conversation, kind: .commit, epoch: parents.first ?? .none, createdAtMillis: now,
@@ -447,9 +457,12 @@ public final class Conversations: Sendable {
         ) { header in
             let payload = try ConversationPayload.sealOpeningCommit(
                 operation, newKey: newKey, parents: parents.map { ($0, snapshot.keys[$0]!) }, roster: sealedTo,
-                header: RecordCodec.encodeHeader(header))
+                notify: notify, header: RecordCodec.encodeHeader(header))
             try self.check(
-                .control(operation, opening: EpochOpening(parents: parents, roster: roster, key: newKey)),
+                .control(
+                    operation,
+                    opening: EpochOpening(
+                        parents: parents, roster: roster, key: newKey, announced: operation.isRemoval)),
                 header: header, against: snapshot)
             return payload
         }

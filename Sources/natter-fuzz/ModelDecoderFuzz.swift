@@ -25,12 +25,18 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
         accepted = true
         switch commit {
         case .inEpoch: require(bytes.first == 1, "an in-epoch commit without its form byte")
-        case .opening(let ephemeral, let slots, _, _, let slotBytes):
-            require(bytes.first == 3 && ephemeral.count == X25519.byteCount && !slots.isEmpty, "an opening commit's parts are off")
-            require(slotBytes.count == 2 + slots.count * KeySlots.slotBytes, "slots and their bytes disagree")
+        case .opening(let ephemeral, let slots, let notice, _, _, let authenticated):
+            require(
+                (bytes.first == 3 && notice == nil || bytes.first == 4 && notice != nil)
+                    && ephemeral.count == X25519.byteCount && !slots.isEmpty, "an opening commit's parts are off")
+            require(
+                authenticated.starts(with: ephemeral)
+                    && authenticated.count >= X25519.byteCount + 2 + slots.count * KeySlots.slotBytes,
+                "slots and their bytes disagree")
+            if let notice { require(!notice.slots.isEmpty, "a removal notice for nobody") }
         }
     }
-    // The body behind the tag, in both forms.
+    // The body behind the tag, in the in-epoch and the opening form (no slots, so no roster tags).
     let header = Array("natter-fuzz header".utf8)
     let inEpoch = ConversationPayload.Commit.inEpoch(
         nonce: fuzzNonce, ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header))
@@ -39,11 +45,11 @@ func fuzzCommit(_ bytes: [UInt8]) -> Bool {
     }
     // No slots, so no roster tags: the body is the parent chain, then the operation.
     let ephemeral = [UInt8](repeating: 9, count: X25519.byteCount)
-    let slotBytes: [UInt8] = [0, 0]
+    let authenticated = ephemeral + [0, 0]
     let opening = ConversationPayload.Commit.opening(
-        ephemeral: ephemeral, slots: [], nonce: fuzzNonce,
-        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + ephemeral + slotBytes),
-        slotBytes: slotBytes)
+        ephemeral: ephemeral, slots: [], notice: nil, nonce: fuzzNonce,
+        ciphertext: AEAD.seal(bytes, key: fuzzKey, nonce: fuzzNonce, associatedData: header + authenticated),
+        authenticated: authenticated)
     if let opened = try? ConversationPayload.openCommit(opening, key: fuzzKey, header: header) {
         var again: [UInt8] = [UInt8(opened.parents.count)]
         for (epoch, key) in opened.parents { again += epoch.bytes + key.secret.exposedCopy() }

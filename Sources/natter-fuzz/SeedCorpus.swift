@@ -63,6 +63,12 @@ enum SeedCorpus {
         let opening = try! ConversationPayload.sealOpeningCommit(
             .rekey, newKey: fuzzKey, parents: [], roster: [(someone, member.publicKey)], header: header, nonce: fuzzNonce)
         seeds.append(("payload-opening", opening))
+        let parentKey = try! SymmetricKey(bytes: [UInt8](repeating: 3, count: 32))
+        let removal = try! ConversationPayload.sealOpeningCommit(
+            .remove(members: [another]), newKey: fuzzKey, parents: [(EpochID(bytes: [UInt8](repeating: 4, count: 32)), parentKey)],
+            roster: [(someone, member.publicKey)], notify: [(another, member.publicKey)], header: header,
+            nonce: fuzzNonce)
+        seeds.append(("payload-removal", removal))
         return seeds
     }
 

@@ -100,4 +100,46 @@ struct ReplBehaviourTests {
         let read = try #require(lines.first { $0.hasPrefix("  Bob read it at ") })
         #expect(read.wholeMatch(of: #/\s\sBob read it at \d\d:\d\d/#) != nil, "\(read)")
     }
+
+    @Test("a removed member sees who removed it and a roster without it; it cannot send, and reads nothing after")
+    func removedMemberSeesItsRemoval() async throws {
+        let root = temporaryRoot()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let alice = try await ReplNode(root: root, name: "Alice")
+        let bob = try await ReplNode(root: root, name: "Bob", peers: [alice.node.port])
+        let carol = try await ReplNode(root: root, name: "Carol", peers: [alice.node.port])
+        defer { Task { await alice.stop() } }
+        defer { Task { await bob.stop() } }
+        defer { Task { await carol.stop() } }
+        await alice.succeeds("/wait known Bob 10")
+        await alice.succeeds("/wait known Carol 10")
+        await alice.succeeds("/group create Lab Bob Carol")
+        await carol.sees("Alice created the group")
+        await carol.succeeds("/open Lab")
+        await alice.succeeds("/kick Carol")
+        // The line is the removal applied on Carol's node: everything below is asserted after it.
+        await carol.sees("Alice removed you")
+        let members = await carol.succeeds("/members")
+        #expect(members.contains { $0.hasPrefix("Alice ") && $0.hasSuffix(" creator") }, "\(members)")
+        #expect(members.contains { $0.hasPrefix("Bob ") }, "\(members)")
+        let rows = members.dropLast()  // one row per member, then the notice
+        #expect(rows.count == 2 && !rows.contains { $0.hasPrefix("you ") }, "\(members)")
+        #expect(members.last == "you are no longer a member of this conversation", "\(members)")
+        await carol.fails("are you still there?", with: "you are no longer a member")
+        // Bob writes after the removal; once Carol's node holds everything Bob's does, she has applied it unread.
+        await bob.succeeds("/open Lab")
+        let canary = "after-\(UUID().uuidString)"
+        await bob.succeeds(canary)
+        try await waitFor("Carol to hold Bob's line", deadline: 10) {
+            let (mine, bobs) = (try await carol.node.read { try $0.digests().log }, try await bob.node.read { try $0.digests().log })
+            return mine == bobs
+        }
+        #expect(!carol.console.output.contains { $0.contains(canary) })
+        let id = try #require(try await carol.node.read { try $0.conversationList(includeArchived: true) }.first?.id)
+        let lines = try await carol.node.read { try $0.lines(of: id, 0..<(try $0.lineCount(of: id))) }
+        #expect(lines.count >= 2 && !lines.contains { line in
+            if case .message(let message) = line.item { return message.text.contains(canary) }
+            return false
+        })
+    }
 }

@@ -7,6 +7,10 @@ public struct ConversationEntry: Sendable {
     public enum Body: Sendable {
         case content(ContentOperation)
         case control(ControlOperation, opening: EpochOpening?)
+        /// A removal this identity reads only through its notice (it is one of those removed): it knows who removed
+        /// whom, but holds not the new key, so it can check neither the commit's slots nor its parents
+        /// (`RemovalNotice`).
+        case notice(ControlOperation)
         /// No key for it here (a relay, a removed member, or keys not yet received).
         case unreadable
         /// A commit with a slot for this reader whose key does not open it: its author sealed us a wrong key. As
@@ -49,11 +53,15 @@ public struct EpochOpening: Hashable, Sendable {
     public let tags: [[UInt8]]
     /// The `natrrost` subkey of the epoch key: the rules compute the tags of the resulting roster with it.
     public let tagKey: [UInt8]
+    /// Whether the commit carried a removal notice (form 4), checked against its key and parents: a removal must,
+    /// nothing else may.
+    public let announced: Bool
 
-    public init(parents: [EpochID], tags: [[UInt8]], tagKey: [UInt8]) {
+    public init(parents: [EpochID], tags: [[UInt8]], tagKey: [UInt8], announced: Bool) {
         self.parents = parents
         self.tags = tags
         self.tagKey = tagKey
+        self.announced = announced
     }
 }
 
@@ -99,5 +107,11 @@ extension ConversationEntry {
         case .unreadable, .wronglySealed: true
         default: false
         }
+    }
+
+    /// Whether this identity read it through a removal notice only (`Body.notice`).
+    public var isNotice: Bool {
+        if case .notice = body { return true }
+        return false
     }
 }

@@ -7,7 +7,8 @@ public import NatterCrypto
 /// write a commit into any conversation, sealed to anyone, naming any parents with any keys, so **a key is taken only
 /// when it authenticates against the commit it claims to open** (`KeySlots.opens`: the commit's ephemeral key is a
 /// function of its epoch key): a parent key only once the parent commit is at hand and checks out. A planted commit
-/// thus cannot replace a real epoch's key, whatever order the records come in (issue 19, item 5).
+/// thus cannot replace a real epoch's key, whatever order the records come in (issue 19, item 5). A removal sealed
+/// without us is read through its notice when we hold one of the epochs it leaves (`RemovalNotice`).
 public struct ConversationReader: Sendable {
     public let member: AuthorID
     public let keyPair: EncryptionKeyPair
@@ -64,10 +65,24 @@ public struct ConversationReader: Sendable {
                         content.operation,
                         opening: EpochOpening(
                             parents: content.parents.map(\.0), tags: content.tags,
-                            tagKey: KeySlots.rosterTagKey(key)))
+                            tagKey: KeySlots.rosterTagKey(key), announced: content.announced))
                 } catch {
                     bodies[record.id] = .malformed("\(error)")
                 }
+            }
+        }
+        // A removal sealed without us: its notice says who removed whom, if we are among those it removes.
+        for record in records where bodies[record.id] == nil && !wronglySealed.contains(record.id) {
+            guard let commit = commits[record.id], let notice = commit.notice, let ephemeral = commit.ephemeral,
+                keys[EpochID(raw: record.id.raw)] == nil,
+                let noticeKey = RemovalNotice.find(
+                    slots: notice.slots, check: notice.check, ephemeral: ephemeral, keyPair: keyPair)
+            else { continue }
+            do {
+                bodies[record.id] = .notice(
+                    try ConversationPayload.openNotice(notice, noticeKey: noticeKey, header: Array(record.headerBytes)))
+            } catch {
+                bodies[record.id] = .malformed("\(error)")
             }
         }
         var entries = [ConversationEntry]()

@@ -165,6 +165,7 @@ public struct ConversationEngine: Sendable {
         switch (a, b) {
         case (.content(let x), .content(let y)): x == y
         case (.control(let x, let o1), .control(let y, let o2)): x == y && o1 == o2
+        case (.notice(let x), .notice(let y)): x == y
         case (.unreadable, .unreadable), (.wronglySealed, .wronglySealed): true
         case (.malformed(let x), .malformed(let y)): x == y
         default: false
@@ -299,7 +300,11 @@ struct Derivation: Sendable {
     /// for a reason the retraction check comes before (`retractable`).
     func canAppend(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
-            guard case .control(let operation, _) = entry.body else { continue }
+            let operation: ControlOperation
+            switch entry.body {
+            case .control(let control, _), .notice(let control): operation = control
+            default: continue
+            }
             let removed: [AuthorID]
             switch operation {
             case .remove(let members): removed = members
@@ -324,6 +329,8 @@ struct Derivation: Sendable {
             switch entry.body {
             case .control(let operation, let opening):
                 checkControl(entry, operation, opening)
+            case .notice(let operation):
+                checkControl(entry, operation, nil, notice: true)
             case .unreadable, .wronglySealed:
                 noteUnreadable(entry)
             case .malformed(let reason):
@@ -429,8 +436,12 @@ struct Derivation: Sendable {
 
     // MARK: - Control records
 
-    mutating func checkControl(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?) {
-        if let reason = controlProblem(entry, operation, opening) {
+    /// Checks a control record and applies it if valid. `notice`: this identity read a removal through its notice
+    /// only (it holds not the new key), so everything but the slots and the parents is checked.
+    mutating func checkControl(
+        _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
+    ) {
+        if let reason = controlProblem(entry, operation, opening, notice: notice) {
             state.rejected[entry.id] = reason
             return
         }
@@ -474,10 +485,11 @@ struct Derivation: Sendable {
         }
     }
 
-    mutating func controlProblem(_ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?)
-        -> String?
-    {
+    mutating func controlProblem(
+        _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
+    ) -> String? {
         let author = entry.author
+        if opening?.announced == true || notice, !operation.isRemoval { return "only a removal carries a notice" }
         if case .create(let kind, let title, let members, let salt) = operation {
             guard let opening, opening.parents.isEmpty, entry.header.epoch == .none else {
                 return "a genesis opens the first epoch"
@@ -540,6 +552,8 @@ struct Derivation: Sendable {
         case .rekey:
             break
         }
+        // Read through its notice: the slots and the parents are beyond this reader.
+        if notice { return nil }
         if operation.opensEpoch {
             guard let opening, !opening.parents.isEmpty, opening.parents.first == entry.header.epoch else {
                 return "an epoch-opening commit must name its parent epochs"
@@ -549,6 +563,7 @@ struct Derivation: Sendable {
                     precedesPosition(info.position, entry)
                 else { return "unknown parent epoch" }
             }
+            if operation.isRemoval, !opening.announced { return "a removal must carry its notice" }
             return rosterProblem(opening, roster: resultingRoster(before, entry, operation))
         }
         return epochProblem(entry, before)

@@ -117,9 +117,12 @@ public enum KeySlots {
 
 extension EpochOpening {
     /// What an epoch-opening commit sealed to `roster` with `key` reveals to a member: its parents and the roster
-    /// tags of its slots (what the author checks its own commit with before writing it).
-    public init(parents: [EpochID], roster: some Collection<AuthorID>, key: SymmetricKey) {
+    /// tags of its slots, and whether it carries a removal notice (what the author checks its own commit with before
+    /// writing it).
+    public init(parents: [EpochID], roster: some Collection<AuthorID>, key: SymmetricKey, announced: Bool) {
         let tagKey = KeySlots.rosterTagKey(key)
-        self.init(parents: parents, tags: roster.sorted().map { KeySlots.rosterTag($0, tagKey: tagKey) }, tagKey: tagKey)
+        self.init(
+            parents: parents, tags: roster.sorted().map { KeySlots.rosterTag($0, tagKey: tagKey) }, tagKey: tagKey,
+            announced: announced)
     }
 }

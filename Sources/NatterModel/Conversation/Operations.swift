@@ -80,6 +80,12 @@ public enum ControlOperation: Hashable, Sendable {
         case .leave, .rename, .setRole, .setFlags: false
         }
     }
+
+    /// Whether it removes others: written in the removal form, whose notice the removed members read (form 4).
+    public var isRemoval: Bool {
+        if case .remove = self { return true }
+        return false
+    }
 }
 
 /// Bounds of the conversation layer, each with its reason.
