@@ -57,7 +57,8 @@ struct ConversationEngineTests {
             _ author: AuthorID, _ operation: ControlOperation, roster: [AuthorID], parents: [EpochID]
         ) -> ConversationEntry {
             let key = SymmetricKey.generate()
-            let opening = EpochOpening(parents: parents, roster: roster, key: key)
+            let opening = EpochOpening(
+                parents: parents, roster: roster, key: key, announced: operation.isRemoval)
             return write(author, kind: .commit, epoch: parents.first ?? .none, .control(operation, opening: opening))
         }
 
@@ -164,5 +165,40 @@ extension ConversationEngineTests {
         let state = ConversationRules.derive([genesis, leave], context: group.context)
         #expect(state.currentEpoch == nil)
         #expect(state.rekeyDuty == min(alice, bob))
+    }
+}
+
+extension ConversationEngineTests {
+    /// Seed 466 of the convergence scenarios (in some runs: record ids are random): Bob re-keys while Alice removes
+    /// him, so the rules reject his re-key ("removed concurrently"); Alice then adds Dave. Alice reads the re-key (it
+    /// was sealed to her), Dave cannot (sealed before he joined, and a rejected commit opens no epoch that a later
+    /// one could chain): only Alice knows the reason. Roster and timeline agree; the shared digest must too.
+    @Test("a rejected commit sealed before a member joined leaves the members' digests equal")
+    func rejectedCommitSealedBeforeJoining() {
+        let (alice, bob, dave) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(3))
+        var group = Group()
+        let genesis = group.found(with: [bob])
+        let first = EpochID(raw: genesis.id.raw)
+        group.see(bob, from: alice)
+        let removal = group.opening(alice, .remove(members: [bob]), roster: [alice], parents: [first])
+        var rekey = group.opening(bob, .rekey, roster: [alice, bob], parents: [first])
+        if rekey.position < removal.position {
+            // Only a removal earlier in the order rejects a commit: give the re-key a later Lamport number.
+            var header = rekey.header
+            header.lamport = removal.header.lamport + 1
+            rekey = ConversationEntry(id: rekey.id, header: header, body: rekey.body)
+        }
+        group.see(alice, from: bob)
+        let add = group.opening(
+            alice, .add(members: [dave]), roster: [alice, dave], parents: [EpochID(raw: removal.id.raw)])
+        let aliceReads = ConversationRules.derive([genesis, removal, rekey, add], context: group.context)
+        let daveReads = ConversationRules.derive(
+            [genesis, removal, ConversationEntry(id: rekey.id, header: rekey.header, body: .unreadable), add],
+            context: group.context)
+        #expect(aliceReads.rejected[rekey.id] == "removed concurrently", "\(aliceReads.rejected)")
+        #expect(aliceReads.sortedMembers == [alice, dave].sorted())
+        #expect(daveReads.sortedMembers == aliceReads.sortedMembers)
+        #expect(daveReads.timeline == aliceReads.timeline)
+        #expect(daveReads.digest() == aliceReads.digest())
     }
 }

@@ -279,11 +279,7 @@ struct ConversationConvergenceTests {
 
     /// Seeds that find a divergence not mended yet, and what it is. (A seed listed here that no longer diverges fails
     /// the test: take it out.)
-    static let knownDivergences: [UInt64: String] = [
-        // Since the merge of key slots (commit form 3, issue 19): after the heal and re-keys, a member holds records it
-        // cannot read that another member reads (same roster). These seeds passed with this scenario before it.
-        466: "a member cannot read 1 record another member reads (same roster; a removal judged concurrent by one)",
-    ]
+    static let knownDivergences: [UInt64: String] = [:]
 
     /// Floors of real work per seed: over seeds 0..<500 the fewest records written by one seed is 2, and every seed's
     /// timelines hold a message (the direct conversation's first "hi" at least).

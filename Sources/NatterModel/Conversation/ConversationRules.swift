@@ -358,7 +358,7 @@ struct Derivation: Sendable {
             case .unreadable, .wronglySealed:
                 noteUnreadable(entry)
             case .malformed(let reason):
-                state.rejected[entry.id] = "malformed: \(reason)"
+                reject(entry, "malformed: \(reason)")
             case .content:
                 break
             }
@@ -405,7 +405,7 @@ struct Derivation: Sendable {
                 checkContent(entry, operation)
                 if state.items.count != before { insertInOrder(entry.position) }
             case .malformed(let reason):
-                state.rejected[entry.id] = "malformed: \(reason)"
+                reject(entry, "malformed: \(reason)")
             case .control, .unreadable, .wronglySealed, .notice:
                 preconditionFailure("only content and malformed entries are absorbed late")
             }
@@ -504,6 +504,17 @@ struct Derivation: Sendable {
         }
     }
 
+    /// Records `entry` as rejected for `reason`, with the epoch whose key reading it took (`rejectedUnder`): its
+    /// own for an epoch-opening commit, else the one its header names.
+    mutating func reject(_ entry: ConversationEntry, _ reason: String) {
+        state.rejected[entry.id] = reason
+        if case .control(_, .some) = entry.body {
+            state.rejectedUnder[entry.id] = EpochID(raw: entry.id.raw)
+        } else {
+            state.rejectedUnder[entry.id] = entry.header.epoch
+        }
+    }
+
     // MARK: - Control records
 
     /// Checks a control record and applies it if valid. `notice`: this identity read a removal through its notice
@@ -512,7 +523,7 @@ struct Derivation: Sendable {
         _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
     ) {
         if let reason = controlProblem(entry, operation, opening, notice: notice) {
-            state.rejected[entry.id] = reason
+            reject(entry, reason)
             return
         }
         valid.append(ValidControl(entry: entry, operation: operation, opening: opening))
@@ -715,7 +726,7 @@ struct Derivation: Sendable {
             problem = operationProblem(entry, operation, before)
         }
         if let reason = problem {
-            state.rejected[entry.id] = reason
+            reject(entry, reason)
             if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
                 state.retracted[entry.id] = message
                 touched.append(LineTouch(id: entry.id, change: .retracted))

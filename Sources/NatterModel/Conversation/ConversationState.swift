@@ -114,13 +114,26 @@ public struct ConversationState: Hashable, Sendable {
     /// message → person → reaction.
     public internal(set) var reactions: [RecordID: [AuthorID: Reaction]] = [:]
     public internal(set) var receipts: [AuthorID: ReaderMarks] = [:]
-    /// Records every member rejects, with the rule they broke.
+    /// Records this reader rejects, with the rule they broke. Every member who reads a record rejects it alike; a
+    /// record under the key of no valid epoch (a rejected epoch-opening commit, or what was written under its key)
+    /// is read only by those it was sealed to, so the digest leaves it out (`sharedRejections`).
     public internal(set) var rejected: [RecordID: String] = [:]
+    /// For each rejected record, the epoch whose key reading it took: its own for an epoch-opening commit.
+    var rejectedUnder: [RecordID: EpochID] = [:]
     /// Messages that were valid until a late record (a concurrent removal of their author) invalidated them:
     /// shown as "retracted", never silently dropped (SPEC F4). Not part of `timeline`.
     public internal(set) var retracted: [RecordID: TimelineMessage] = [:]
     /// Records this reader cannot decrypt.
     public internal(set) var unreadable: Set<RecordID> = []
+
+    /// The rejections every member holds alike: of records under a valid epoch's key, which every member holds
+    /// once the re-keys the rules owe are in (every epoch is an ancestor of a head, every head holds every member).
+    /// A rejected epoch-opening commit opens no epoch, so no later epoch chains its key: a member who was not sealed
+    /// it (added after it was written) never reads it, while those it was sealed to reject it (issue 17 point 9,
+    /// seed 466 of ConversationConvergenceTests).
+    public var sharedRejections: [RecordID: String] {
+        rejected.filter { id, _ in rejectedUnder[id].map { epochs[$0] != nil } ?? true }
+    }
 
     public var exists: Bool { kind != nil }
     public var isDirect: Bool { kind == .direct }
@@ -149,7 +162,8 @@ public struct ConversationState: Hashable, Sendable {
         lhs.kind == rhs.kind && lhs.title == rhs.title && lhs.creator == rhs.creator && lhs.members == rhs.members
             && lhs.epochs == rhs.epochs && lhs.currentEpoch == rhs.currentEpoch && lhs.timeline == rhs.timeline
             && lhs.reactions == rhs.reactions && lhs.receipts == rhs.receipts && lhs.rejected == rhs.rejected
-            && lhs.unreadable == rhs.unreadable && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
+            && lhs.rejectedUnder == rhs.rejectedUnder && lhs.unreadable == rhs.unreadable
+            && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
             && lhs.retracted == rhs.retracted
             && lhs.readReceipts.mapValues { $0.map(\.readUpTo) } == rhs.readReceipts.mapValues { $0.map(\.readUpTo) }
             && lhs.readReceipts.mapValues { $0.map(\.atMillis) } == rhs.readReceipts.mapValues { $0.map(\.atMillis) }
