@@ -202,3 +202,43 @@ extension ConversationEngineTests {
         #expect(daveReads.digest() == aliceReads.digest())
     }
 }
+
+extension ConversationEngineTests {
+    /// Seeds 80, 123 and 366 of the convergence scenarios, with late content absorbed without re-deriving
+    /// (`Derivation.absorbLateContent`): Bob reacts to Alice's message while she deletes it. The reaction sorts
+    /// first, so the rules accept it and the deletion then clears it; but whether a message is deleted is not
+    /// causal for a reaction by someone else, so a reaction arriving after the deletion must not be decided against
+    /// the deleted message ("message deleted").
+    @Test("a reaction that sorts before a deletion of its message, arriving after it, is decided as in a rebuild")
+    func lateReactionBeforeDeletion() {
+        let (alice, bob) = (Fixtures.author(0), Fixtures.author(1))
+        var group = Group()
+        let genesis = group.found(with: [bob])
+        let epoch = EpochID(raw: genesis.id.raw)
+        let message = group.message(alice, "hello", epoch: epoch)
+        group.see(bob, from: alice)
+        let other = group.message(alice, "one more", epoch: epoch)
+        let deletion = group.write(alice, kind: .content, epoch: epoch, .content(.delete(target: message.id)))
+        let reaction = group.write(
+            bob, kind: .content, epoch: epoch, .content(.react(target: message.id, reaction: .like)))
+        #expect(reaction.position < deletion.position && reaction.isConcurrent(with: deletion))
+        let all = [genesis, message, other, deletion, reaction]
+        #expect(ConversationRules.derive(all, context: group.context).rejected[reaction.id] == nil)
+        #expect(
+            Self.firstDivergence([[genesis, message], [other, deletion], [reaction]], context: group.context) == nil)
+        // And the other way round: a deletion arriving after a reaction that sorts after it.
+        var reverse = Group()
+        let genesis2 = reverse.found(with: [bob])
+        let epoch2 = EpochID(raw: genesis2.id.raw)
+        let message2 = reverse.message(alice, "hello", epoch: epoch2)
+        reverse.see(bob, from: alice)
+        let deletion2 = reverse.write(alice, kind: .content, epoch: epoch2, .content(.delete(target: message2.id)))
+        let other2 = reverse.message(bob, "first", epoch: epoch2)
+        let reaction2 = reverse.write(
+            bob, kind: .content, epoch: epoch2, .content(.react(target: message2.id, reaction: .like)))
+        #expect(deletion2.position < reaction2.position && deletion2.isConcurrent(with: reaction2))
+        #expect(
+            Self.firstDivergence([[genesis2, message2], [other2, reaction2], [deletion2]], context: reverse.context)
+                == nil)
+    }
+}
