@@ -114,6 +114,20 @@ struct ConversationEngineTests {
 }
 
 extension ConversationEngineTests {
+    /// Alice founds a group with Bob and Carol, then adds Dave while Bob, who has not seen it, re-keys.
+    static func addBesideRekey()
+        -> (Group, genesis: ConversationEntry, add: ConversationEntry, rekey: ConversationEntry)
+    {
+        let (alice, bob, carol, dave) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(2), Fixtures.author(3))
+        var group = Group()
+        let genesis = group.found(with: [bob, carol])
+        let first = EpochID(raw: genesis.id.raw)
+        group.see(bob, from: alice)
+        let add = group.opening(alice, .add(members: [dave]), roster: [alice, bob, carol, dave], parents: [first])
+        let rekey = group.opening(bob, .rekey, roster: [alice, bob, carol], parents: [first])
+        return (group, genesis, add, rekey)
+    }
+
     /// Seeds 10 and 201 of the convergence scenarios: Alice adds Dave while Bob re-keys. The add's epoch holds every
     /// member, so it is current, but the re-key's epoch is a head sealed without Dave: no later epoch chains it, so
     /// Dave never reads what Bob wrote under it while Alice and Carol do, and their states differ (a reply to it is
@@ -122,12 +136,7 @@ extension ConversationEngineTests {
     @Test("a head sealed without a member who stays makes the rules name someone who holds every head to re-key")
     func headWithoutMemberIsMerged() {
         let (alice, bob, carol, dave) = (Fixtures.author(0), Fixtures.author(1), Fixtures.author(2), Fixtures.author(3))
-        var group = Group()
-        let genesis = group.found(with: [bob, carol])
-        let first = EpochID(raw: genesis.id.raw)
-        group.see(bob, from: alice)
-        let add = group.opening(alice, .add(members: [dave]), roster: [alice, bob, carol, dave], parents: [first])
-        let rekey = group.opening(bob, .rekey, roster: [alice, bob, carol], parents: [first])
+        var (group, genesis, add, rekey) = Self.addBesideRekey()
         let said = group.message(bob, "said under the re-key", epoch: EpochID(raw: rekey.id.raw))
         #expect(add.isConcurrent(with: rekey))
         let state = ConversationRules.derive([genesis, add, rekey, said], context: group.context)
@@ -240,5 +249,23 @@ extension ConversationEngineTests {
         #expect(
             Self.firstDivergence([[genesis2, message2], [other2, reaction2], [deletion2]], context: reverse.context)
                 == nil)
+    }
+}
+
+extension ConversationEngineTests {
+    /// The member the rules name for a merge re-key writes it only if it would merge something: with the key of one
+    /// head only (the other sealed it a wrong key, which `SlotRepair` mends), a re-key would leave the heads as they
+    /// are and be owed again at every refresh.
+    @Test("a merge re-key is owed only by a member holding what it would merge")
+    func mergeOwedOnlyWithKeys() {
+        let dave = Fixtures.author(3)
+        let (group, genesis, add, rekey) = Self.addBesideRekey()
+        let state = ConversationRules.derive([genesis, add, rekey], context: group.context)
+        let duty = try! #require(state.rekeyDuty)
+        let (added, rekeyed) = (EpochID(raw: add.id.raw), EpochID(raw: rekey.id.raw))
+        #expect(state.owesRekey(duty, holding: { [added, rekeyed].contains($0) }))
+        #expect(!state.owesRekey(duty, holding: { $0 == added }), "the add's head holds everyone: nothing to merge")
+        #expect(state.owesRekey(duty, holding: { $0 == rekeyed }), "chaining the re-key's head gives Dave its key")
+        #expect(!state.owesRekey(dave, holding: { _ in true }), "not named")
     }
 }

@@ -135,6 +135,19 @@ public struct ConversationState: Hashable, Sendable {
         rejected.filter { id, _ in rejectedUnder[id].map { epochs[$0] != nil } ?? true }
     }
 
+    /// Whether `member`, holding the keys of the epochs `holds` says, should write the re-key the rules owe
+    /// (`rekeyDuty`): always when no epoch matches the roster; when one does but a head leaves out a member, only if
+    /// its re-key would merge something — it holds the keys of two heads, or of a head that leaves someone out. A
+    /// head it was sealed a wrong key for stays a head until `SlotRepair`'s re-key chains it; re-keying meanwhile
+    /// would change nothing, and would be owed again at every refresh.
+    public func owesRekey(_ member: AuthorID, holding holds: (EpochID) -> Bool) -> Bool {
+        guard rekeyDuty == member, members[member] != nil else { return false }
+        guard currentEpoch != nil else { return true }
+        let roster = Set(members.keys)
+        let held = epochHeads.filter(holds)
+        return held.count > 1 || held.contains { !roster.isSubset(of: epochs[$0]?.roster ?? []) }
+    }
+
     public var exists: Bool { kind != nil }
     public var isDirect: Bool { kind == .direct }
     public var sortedMembers: [AuthorID] { members.keys.sorted() }
