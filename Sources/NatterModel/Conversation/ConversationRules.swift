@@ -137,13 +137,12 @@ public struct ConversationEngine: Sendable {
         }
         // Content that sorts before what was processed (records concurrent with later ones, such as a group's
         // receipts) is taken in where it stands: content decisions depend on the controls and on what precedes the
-        // record causally, never on later-sorting content (`Derivation.absorbLateContent`) — except a deletion and
-        // the reactions to its message (`decidesAlikeLate`). Only a late control, such content, or a body that
-        // changed, re-derives everything.
+        // record causally, never on later-sorting content (`Derivation.absorbLateContent`). Only a late control, or
+        // a body that changed, re-derives everything.
         var late = [ConversationEntry]()
         if !changed, let last {
             late = fresh.filter { $0.position < last }
-            if !late.isEmpty, late.allSatisfy({ $0.isLateAbsorbable && derivation.decidesAlikeLate($0) }) {
+            if !late.isEmpty, late.allSatisfy(\.isLateAbsorbable) {
                 fresh.removeFirst(late.count)
             } else {
                 late = []
@@ -413,20 +412,6 @@ struct Derivation: Sendable {
         }
         computeReceipts()
         rewriteTouchedLines(since: touchedBefore)
-    }
-
-    /// Whether `absorbLateContent` decides late `entry` as a derivation over everything would. Not so for a
-    /// deletion and a reaction by someone else: neither precedes the other causally, so which one sorts first
-    /// decides (a reaction after the deletion is rejected, one before it is accepted and then cleared). A late
-    /// reaction is taken in while its message stands undeleted — then no deletion of it exists anywhere — and a
-    /// late deletion never (ConversationConvergenceTests seeds 80, 123, 366).
-    func decidesAlikeLate(_ entry: ConversationEntry) -> Bool {
-        guard case .content(let operation) = entry.body else { return true }
-        switch operation {
-        case .react(let target, _), .unreact(let target): return state.message(target)?.deleted == false
-        case .delete: return false
-        case .message, .edit, .receipt, .file: return true
-        }
     }
 
     /// Inserts a new timeline item at its place in `order` and the timeline, moving those after it one place on.
