@@ -109,15 +109,6 @@ extension ConversationEntry {
         }
     }
 
-    /// Whether an engine can take it in after entries that sort later without re-deriving: content and malformed
-    /// entries (`ConversationEngine.add`); never a control, whose decision can reach back.
-    var isLateAbsorbable: Bool {
-        switch body {
-        case .content, .malformed: true
-        case .control, .unreadable, .wronglySealed, .notice: false
-        }
-    }
-
     /// Whether this identity read it through a removal notice only (`Body.notice`).
     public var isNotice: Bool {
         if case .notice = body { return true }

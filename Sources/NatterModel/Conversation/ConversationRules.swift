@@ -80,11 +80,6 @@ public struct ConversationEngine: Sendable {
     /// while it waits for the re-key `SlotRepair` assigns (the key then arrives through that commit's history chain).
     public var wronglySealed: [RecordID] { derivation.wronglySealed }
 
-    /// Whether some entry added to the engine is by an author outside `people`: O(authors), no entry visited.
-    public func hasAuthor(outside people: Set<AuthorID>) -> Bool {
-        derivation.bySequence.keys.contains { !people.contains($0) }
-    }
-
     /// The id and position of a record added to the engine (a line's record), or nil.
     public func ref(of id: RecordID) -> RecordRef? {
         bodies[id].map { RecordRef(id: id, position: $0.header.position) }
@@ -135,30 +130,11 @@ public struct ConversationEngine: Sendable {
                 guard !fresh.isEmpty else { return false }
             }
         }
-        // Content that sorts before what was processed (records concurrent with later ones, such as a group's
-        // receipts) is taken in where it stands: content decisions depend on the controls and on what precedes the
-        // record causally, never on later-sorting content (`Derivation.absorbLateContent`). Only a late control, or
-        // a body that changed, re-derives everything.
-        var late = [ConversationEntry]()
-        if !changed, let last {
-            late = fresh.filter { $0.position < last }
-            if !late.isEmpty, late.allSatisfy(\.isLateAbsorbable) {
-                fresh.removeFirst(late.count)
-            } else {
-                late = []
-            }
-        }
-        if changed || (last != nil && fresh.first.map { $0.position < last! } == true) {
+        if changed || (last != nil && fresh[0].position < last!) || !derivation.canAppend(fresh) {
             rebuild()
             return true
         }
-        if !late.isEmpty { derivation.absorbLateContent(late) }
-        // After the late content: a removal in `fresh` may retract it.
-        guard derivation.canAppend(fresh) else {
-            rebuild()
-            return true
-        }
-        if !fresh.isEmpty { derivation.process(fresh) }
+        derivation.process(fresh)
         return false
     }
 
@@ -382,57 +358,11 @@ struct Derivation: Sendable {
         // The timeline follows `order`: items this batch changed (the log's new entries that name an item already
         // there) are rewritten in place, new ones appended (a batch comes after everything processed, so its items
         // sort last) — not the whole timeline copied per batch.
-        rewriteTouchedLines(since: touchedBefore)
-        state.timeline += added.map { state.items[$0.id]! }
-        assert(state.timeline.count == order.count, "the timeline mirrors the order")
-    }
-
-    /// Takes in content (and malformed) entries that sort before entries already processed, exactly as a
-    /// derivation over everything would decide them. Why the result is the same: a derivation decides every control
-    /// before any content, and each content decision depends only on the controls (`stateBefore`, `isRemoved`,
-    /// the epochs) and on content that precedes the record causally (its target, its reply) — all processed, since
-    /// the store applies a record only after its dependencies — so no processed entry depends on a late one. What an
-    /// author's records build up (edit versions, reaction, message sequence numbers, read receipts) follows its feed,
-    /// and a late record is its author's newest here. Only the places in the timeline differ: a late line is
-    /// inserted where it sorts.
-    mutating func absorbLateContent(_ entries: [ConversationEntry]) {
-        computeDisplayTimes(entries)
-        let touchedBefore = touched.count
-        for entry in entries {
-            switch entry.body {
-            case .content(let operation):
-                let before = state.items.count
-                checkContent(entry, operation)
-                if state.items.count != before { insertInOrder(entry.position) }
-            case .malformed(let reason):
-                reject(entry, "malformed: \(reason)")
-            case .control, .unreadable, .wronglySealed, .notice:
-                preconditionFailure("only content and malformed entries are absorbed late")
-            }
-        }
-        computeReceipts()
-        rewriteTouchedLines(since: touchedBefore)
-    }
-
-    /// Inserts a new timeline item at its place in `order` and the timeline, moving those after it one place on.
-    private mutating func insertInOrder(_ position: EntryPosition) {
-        var low = 0
-        var high = order.count
-        while low < high {
-            let middle = (low + high) / 2
-            if order[middle] < position { low = middle + 1 } else { high = middle }
-        }
-        order.insert(position, at: low)
-        for index in low..<order.count { orderIndex[order[index].id] = index }
-        state.timeline.insert(state.items[position.id]!, at: low)
-    }
-
-    /// Rewrites in the timeline the items the log names since `start` (edits, deletions, reactions change items
-    /// already there).
-    private mutating func rewriteTouchedLines(since start: Int) {
-        for id in Set(touched[start...].map(\.id)) {
+        for id in Set(touched[touchedBefore...].map(\.id)) {
             if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
         }
+        state.timeline += added.map { state.items[$0.id]! }
+        assert(state.timeline.count == order.count, "the timeline mirrors the order")
     }
 
     // MARK: - Display times
