@@ -75,7 +75,11 @@ let package = Package(
         // The convergence lab: many node cores in one process over a simulated network with faults, checkers, metrics.
         .target(
             name: "NatterLab",
-            dependencies: ["NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto"],
+            dependencies: [
+                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto",
+                // SQL on a node's store behind its back: only the drop-record variant, a deliberately broken node.
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strictSettings
         ),
         // libedit (Debian libedit-dev), through its native el_* interface. Only NatterTerminal imports it.

@@ -13,6 +13,10 @@ extension Simulation {
         if let firstBlame {
             found.append("links failed for something other than a timeout: \(honestPeersBlamed) (first: \(firstBlame))")
         }
+        if let firstCausalViolation {
+            found.append(
+                "records applied before a dependency: \(causalViolations) (first: \(firstCausalViolation))")
+        }
         let live = nodes.filter(\.isUp)
         // Equal log digests on every live node.
         var digests = [(node: SimNode, digest: [UInt8])]()
@@ -35,7 +39,7 @@ extension Simulation {
                 do {
                     let snapshot = try core.conversations.snapshot(of: group)
                     if membership[node.index] != nil {
-                        states.append((node.name, snapshot.state.digest()))
+                        states.append((node.name, try shownState(of: node.index, in: group).digest()))
                         if snapshot.state.members[node.author] == nil || snapshot.lockedOut {
                             found.append("\(node.name) should be a member of the group but its state says otherwise")
                         }
@@ -54,7 +58,7 @@ extension Simulation {
         var example: String?
         for position in 0..<ledger.count {
             let entry = ledger[position]
-            guard entry.mustReach || nodes[entry.author].isUp else { continue }
+            guard entry.mustReach || nodes[entry.author].isUp, !ledger.isBeyondFork(position) else { continue }
             for node in live where (try? node.store.record(entry.ref)) == nil {
                 lost += 1
                 example = example ?? "\(entry.kind) \(entry.id) by \(nodes[entry.author].name) missing on \(node.name)"
@@ -126,9 +130,15 @@ extension Simulation {
             return count > 0 ? LabReport.Count(name: kind, count: count) : nil
         }
         var stranded = 0
-        for position in 0..<ledger.count where !ledger[position].mustReach && !nodes[ledger[position].author].isUp {
-            stranded += 1
+        var frozen = 0
+        for position in 0..<ledger.count where !ledger[position].mustReach {
+            if ledger.isBeyondFork(position) {
+                frozen += 1
+            } else if !nodes[ledger[position].author].isUp {
+                stranded += 1
+            }
         }
+        countRaces()
 
         let stride = max(
             1, (operationPositions.count + LabLimits.pictureOperationsMax - 1) / LabLimits.pictureOperationsMax)
@@ -161,13 +171,15 @@ extension Simulation {
             busiestNode: nodes[busiest].name,
             busiestShare: framesMeasured > 0 ? Double(measured[busiest]) / Double(framesMeasured) : 0,
             overlayAtStart: overlayAtStart, overlayAtEnd: overlayAtEnd ?? overlayShape(),
-            liveNodes: live.count, deadNodes: nodes.filter { $0.phase == .dead }.count, stranded: stranded,
+            liveNodes: live.count, deadNodes: nodes[..<configuration.nodes].filter { $0.phase == .dead }.count,
+            stranded: stranded, frozenByForks: frozen,
             maxDegree: maxDegreeSeen, maxCausalBuffer: maxCausalBufferSeen, spotChecks: spotChecks,
             dialsRefusedAtCap: dialsRefusedAtCap, resetsInjected: resetsInjected,
             rotations: rotations,
             logDigest: digest, recordsHeld: held, spreads: spreads, partitionSpans: partitionSpans,
             crashTimes: crashTimes,
-            nodes: nodes.count)
+            nodes: configuration.nodes, coverage: coverage, plan: plan.materialized(configuration),
+            sequence: sequence)
     }
 }
 

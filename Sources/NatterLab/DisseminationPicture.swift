@@ -93,12 +93,20 @@ struct SVGPicture {
             + elements + ["</svg>"]).joined(separator: "\n") + "\n"
     }
 
-    private func f(_ value: Double) -> String { String(format: "%.1f", value) }
+    private func f(_ value: Double) -> String { Self.number(value) }
 
-    private func escaped(_ text: String) -> String {
+    /// A coordinate as the picture writes it: one decimal.
+    static func number(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    static func escaped(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
+
+    private func escaped(_ text: String) -> String { Self.escaped(text) }
+
+    /// Adds one element as written (the other pictures' own shapes).
+    mutating func add(_ element: String) { elements.append(element) }
 
     mutating func text(x: Double, y: Double, _ text: String, size: Int = 12, anchor: String = "start") {
         elements.append(

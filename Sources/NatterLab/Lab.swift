@@ -21,9 +21,11 @@ public enum LabError: Error, Equatable, Sendable, CustomStringConvertible {
 /// `Lab.run` simulates one configuration and returns its report; `LabSimulation` does the same in steps, so a test
 /// can tamper with the final state before the checkers look at it (a checker that cannot fail is worthless).
 public enum Lab {
-    /// Runs `configuration` to the end and checks it.
-    public static func run(_ configuration: LabConfiguration) throws(LabError) -> LabReport {
-        let simulation = try LabSimulation(configuration)
+    /// Runs `configuration` to the end and checks it; records the frames of `sequence` for a diagram.
+    public static func run(_ configuration: LabConfiguration, sequence: SequenceWindow? = nil) throws(LabError)
+        -> LabReport
+    {
+        let simulation = try LabSimulation(configuration, sequence: sequence)
         simulation.run()
         return simulation.report()
     }
@@ -34,10 +36,13 @@ public final class LabSimulation {
     let simulation: Simulation
     private var planted: [String] = []
 
-    public init(_ configuration: LabConfiguration) throws(LabError) {
+    public init(_ configuration: LabConfiguration, sequence: SequenceWindow? = nil) throws(LabError) {
         if let problem = configuration.problem { throw .invalidConfiguration(problem) }
+        if let sequence, let node = sequence.nodes?.first(where: { !(0..<configuration.nodes).contains($0) }) {
+            throw .invalidConfiguration("--msc-nodes names n\(node), but the run has \(configuration.nodes) nodes")
+        }
         do {
-            simulation = try Simulation(configuration)
+            simulation = try Simulation(configuration, sequence: sequence)
         } catch {
             throw .setupFailed("\(error)")
         }
@@ -73,7 +78,7 @@ public final class LabSimulation {
                 throw LabError.invalidConfiguration("node \(index) is not up in a group")
             }
             let record = try core.conversations.send("never published", in: group, now: 0)
-            simulation.ledger.add(record.ref, author: index, kind: .message, at: simulation.now)
+            simulation.ledger.add(record, author: index, kind: .message, at: simulation.now)
             simulation.ledger.setMustReach(simulation.ledger.count - 1, true)
             return record.id
         }

@@ -57,9 +57,9 @@ public enum LabLimits {
     /// each), so whatever live push missed gets two full rounds of repair.
     public static let settleMax: Duration = .seconds(90)
 
-    /// Nodes per run: 2 to 200. The group holds every node (at most `groupMembersMax` = 256), and 200 in-memory
-    /// stores fit easily in memory.
-    public static let nodesRange = 2...200
+    /// Nodes per run: 2 to 256, what one group holds (`groupMembersMax`): the workload is a group of every node.
+    /// 256 in-memory stores of a 20 s run fit in well under 2 GiB.
+    public static let nodesRange = 2...256
 
     /// Workload operations per run: 1,000,000. The ledger keeps one latency slot per operation and node.
     public static let operationsMax = 1_000_000
@@ -83,6 +83,13 @@ public enum LabLimits {
 
     /// Operations drawn in the dissemination picture at most: 200 (beyond that the lines are a solid block).
     public static let pictureOperationsMax = 200
+
+    /// Frames a message-sequence diagram keeps at most: 3,000 (about a second of 8 busy nodes; beyond that the
+    /// arrows are a solid block and the file grows past a megabyte). The rest of its window is counted, not drawn.
+    public static let sequenceFramesMax = 3_000
+
+    /// Nodes a message-sequence diagram draws unless told which: the first 12 (one lifeline each, 110 px apart).
+    public static let sequenceNodesMax = 12
 }
 
 /// A window of simulated time, counted from the start of the workload.
@@ -138,8 +145,17 @@ public struct LabConfiguration: Sendable, Equatable {
     public var lateJoiners = 0
     /// Group churn: the creator removes a random member every few seconds and adds it back a little later.
     public var churn = false
-    /// Draw the faults above from the seed instead (what `natter lab sweep` runs).
+    /// Draw the faults above from the seed instead (what `natter lab sweep` runs), churn and a late joiner too.
     public var randomFaults = false
+    /// With `randomFaults`: in one seed out of five a twin (a restored backup of a member) forks its feeds. Off by
+    /// default: fork evidence does not reach a node that was away when it was relayed (anti-entropy compares heads,
+    /// not forks), so forks fail runs for a reason of the protocol's (docs/lab.md, "Forks").
+    public var randomForks = false
+    /// Faults named one by one (`--fault`), on top of the ones above: what `natter lab shrink` reduces.
+    public var faults: [LabFault] = []
+    /// A deliberately broken node, to prove that a checker fires (`LabVariant`); nil: every node is natter as it
+    /// ships. Never set by a sweep.
+    public var variant: LabVariant?
 
     // MARK: Overlay and workload
 
@@ -150,6 +166,10 @@ public struct LabConfiguration: Sendable, Equatable {
     /// Shares of the workload that are reactions and read receipts; the rest are messages.
     public var reactionShare = 0.1
     public var receiptShare = 0.1
+    /// The chat setting: every node writes its receipts as the shipped node does (its core's own receipt timing,
+    /// `ReceiptConfiguration` at the shipped defaults), and the workload writes none (its receipt share becomes
+    /// messages). Off: the Maelstrom setting, where the nodes write nothing on their own.
+    public var nodeReceipts = false
 
     public init() {}
 
@@ -181,7 +201,10 @@ public struct LabConfiguration: Sendable, Equatable {
         for window in partitions where window.start + window.length > duration {
             return "partition \(window) must heal within the workload (--duration \(formatDuration(duration)))"
         }
-        let ordered = partitions.sorted { $0.start < $1.start }
+        if let problem = faultProblem { return problem }
+        var windows = partitions
+        for case .partition(let at, let length, _) in faults { windows.append(LabWindow(start: at, length: length)) }
+        let ordered = windows.sorted { $0.start < $1.start }
         for (first, second) in zip(ordered, ordered.dropFirst()) where first.start + first.length > second.start {
             return "partitions \(first) and \(second) overlap"
         }
@@ -204,12 +227,42 @@ public struct LabConfiguration: Sendable, Equatable {
         if lateJoiners > 0 { words.append("--late \(lateJoiners)") }
         if churn { words.append("--churn") }
         if randomFaults { words.append("--random-faults") }
+        if randomForks { words.append("--forks") }
+        if nodeReceipts { words.append("--node-receipts") }
+        for fault in faults { words.append("--fault \(fault)") }
+        if let variant { words.append("--variant \(variant.rawValue)") }
         if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }
         if degreeTarget != LabLimits.degreeTarget { words.append("--degree-target \(degreeTarget)") }
         if pushInterval != NatterSync.Limits.syncPushInterval {
             words.append("--push-interval \(formatDuration(pushInterval))")
         }
         return words.joined(separator: " ")
+    }
+}
+
+extension LabConfiguration {
+    /// Why the explicit faults cannot run, or nil.
+    var faultProblem: String? {
+        for fault in faults {
+            if let node = fault.nodes.first(where: { !(0..<nodes).contains($0) }) {
+                return "--fault \(fault) names n\(node), but the run has \(nodes) nodes"
+            }
+            switch fault {
+            case .partition(let at, let length, let apart):
+                if at + length > duration { return "--fault \(fault) must heal within the workload" }
+                if let apart, apart.count >= nodes { return "--fault \(fault) leaves no node on the other side" }
+            case .crash(let node, let at, _):
+                // A restart due after the workload happens at the heal, as every crashed node's does.
+                if at >= duration { return "--fault \(fault) must happen within the workload" }
+                if node >= nodes - lateJoiners { return "--fault \(fault): a late joiner cannot crash" }
+            case .stall(let at, _):
+                if at >= duration { return "--fault \(fault) must start within the workload" }
+            case .twin(let node, let at, let length):
+                if at + length >= duration { return "--fault \(fault) must start its twin within the workload" }
+                if node == 0 || node >= nodes - lateJoiners { return "--fault \(fault): only an initial member other than n0" }
+            }
+        }
+        return nil
     }
 }
 
@@ -254,7 +307,7 @@ func formatSeconds(_ duration: Duration) -> String {
 /// A number without a needless fraction: `100`, `0.25`.
 func formatNumber(_ value: Double) -> String {
     if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-    return String(format: "%g", value)
+    return "\(value)"  // the shortest text that reads back as the same number: a replay command is exact
 }
 
 func nanoseconds(_ duration: Duration) -> Int64 {

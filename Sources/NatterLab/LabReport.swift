@@ -92,6 +92,9 @@ public struct LabReport: Sendable, Equatable {
     public let deadNodes: Int
     /// Records whose only holders crashed for good: nobody can deliver them (not counted as lost).
     public let stranded: Int
+    /// Records at or beyond the fork of their feed (a twin's, and its original's from the fork on): the fork rule
+    /// applies none of them anywhere (not counted as lost).
+    public let frozenByForks: Int
     public let maxDegree: Int
     public let maxCausalBuffer: Int
     public let spotChecks: Int
@@ -111,4 +114,11 @@ public struct LabReport: Sendable, Equatable {
     public let partitionSpans: [LabWindow]
     public let crashTimes: [Duration]
     public let nodes: Int
+
+    /// What the run exercised (`LabCoverage`).
+    public let coverage: LabCoverage
+    /// The configuration that replays this run with every fault named (`FaultPlan.materialized`): the same run.
+    public let plan: LabConfiguration
+    /// The frames of the message-sequence diagram, when one was asked for.
+    public let sequence: SequenceLog?
 }

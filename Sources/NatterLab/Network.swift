@@ -19,7 +19,9 @@ final class Connection {
     }
 
     enum Chunk {
-        case data([UInt8])
+        /// Bytes the sender's core sent, with the kind of message they carry (`SyncFrameKind` names, or
+        /// "handshake" for handshake messages and goodbyes) and when.
+        case data([UInt8], kind: String, sentAt: Duration)
         /// The sender closed its end: after the data before it, the receiver sees the connection end.
         case fin
     }
@@ -46,6 +48,17 @@ final class Connection {
         mutating func clear() {
             chunks.removeAll()
             head = 0
+        }
+
+        /// The chunks still to be delivered, oldest first.
+        var pending: ArraySlice<(ready: Duration, chunk: Chunk)> { chunks[head...] }
+
+        /// Whether a batch of records is still to be delivered.
+        var carriesRecords: Bool {
+            pending.contains { entry in
+                if case .data(_, let kind, _) = entry.chunk { return kind == "records" || kind == "priority-records" }
+                return false
+            }
         }
     }
 

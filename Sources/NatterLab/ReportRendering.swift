@@ -20,7 +20,8 @@ extension LabReport {
                 + "heal at \(healAt.map(formatSeconds) ?? "-"), "
                 + "end at \(formatSeconds(endedAt)) (\(events) events)")
         lines.append(
-            "nodes: \(liveNodes) live, \(deadNodes) crashed for good; stranded records \(stranded)")
+            "nodes: \(liveNodes) live, \(deadNodes) crashed for good; stranded records \(stranded)"
+                + (frozenByForks > 0 ? "; records frozen by forks \(frozenByForks)" : ""))
         let kinds = operations.map { "\($0.count) \($0.name)" }.joined(separator: ", ")
         lines.append("operations: \(operationCount)" + (kinds.isEmpty ? "" : " (\(kinds))"))
         if !refused.isEmpty {
@@ -71,6 +72,7 @@ extension LabReport {
         lines.append(
             "dials refused at the cap: \(dialsRefusedAtCap); links rotated: \(rotations); resets injected: "
                 + "\(resetsInjected)")
+        lines.append("coverage: " + coverage.counts.map { "\($0.name) \($0.count)" }.joined(separator: ", "))
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -84,7 +86,7 @@ extension LabReport {
             "configuration": .object([
                 "nodes": .int(c.nodes), "latency_ms": millis(c.latency), "jitter_ms": millis(c.jitter),
                 "rate": .number(c.rate), "duration_ms": millis(c.duration), "seed": .string(String(c.seed)),
-                "replay": .string(c.commandLine),
+                "replay": .string(c.commandLine), "explicit_replay": .string(plan.commandLine),
             ]),
             "passed": .bool(passed),
             "failures": .array(failures.map(JSON.string)),
@@ -106,6 +108,9 @@ extension LabReport {
             "undelivered": .int(undelivered),
             "busiest_node": .string(busiestNode), "busiest_share": .number(busiestShare),
             "live_nodes": .int(liveNodes), "dead_nodes": .int(deadNodes), "stranded": .int(stranded),
+            "frozen_by_forks": .int(frozenByForks),
+            "coverage": .object(
+                Dictionary(uniqueKeysWithValues: coverage.counts.map { ($0.name, JSON.int($0.count)) })),
             "max_degree": .int(maxDegree), "max_causal_buffer": .int(maxCausalBuffer), "spot_checks": .int(spotChecks),
             "overlay_start": overlayAtStart.map(JSON.init) ?? .null,
             "overlay_end": overlayAtEnd.map(JSON.init) ?? .null,

@@ -19,8 +19,9 @@ final class SimNode {
     let index: Int
     let name: String
     let identity: LocalIdentity
-    /// The node's store: committed records are durable across crashes, as on disk with `synchronous=FULL`.
-    let store: RecordStore
+    /// The node's store: committed records are durable across crashes, as on disk with `synchronous=FULL`. A twin's
+    /// is replaced by a copy of its original's when the backup is taken.
+    var store: RecordStore
     var core: NodeCore?
     var phase = Phase.waiting
     /// Bumped at every crash, so events scheduled for an earlier run of the process are ignored.
@@ -38,6 +39,8 @@ final class SimNode {
     var tickAt: Duration?
     var tickGeneration: UInt64 = 0
     var ticksAtSameInstant = 0
+    /// Links in their initial exchange: established, and the session not caught up yet (coverage).
+    var syncing: Set<LinkID> = []
 
     // MARK: Metrics
     var framesSent = 0

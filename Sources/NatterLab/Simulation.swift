@@ -28,13 +28,19 @@ final class Simulation {
         case setupProbe
         case operation
         case membershipProbe
+        /// The partition at this index of the plan's faults starts, or ends.
         case partitionStart(Int)
         case partitionEnd(Int)
         case crash(Int, restartAfter: Duration?)
         case restart(Int)
-        case stall
+        case stall(length: Duration)
+        /// The twin node at this index: its original's store is copied, or the copy starts.
+        case twinBackup(Int)
+        case twinStart(Int)
         case churnRemove
         case heal
+        /// After the heal, while forks remain unknown to some node: checks again.
+        case forkProbe
     }
 
     let configuration: LabConfiguration
@@ -50,15 +56,17 @@ final class Simulation {
     var eventsProcessed = 0
 
     // MARK: Faults
+    /// Every fault of the run, drawn before it starts.
+    let plan: FaultPlan
     /// The side of each node while a partition is on (nil: no partition).
     var partitionSide: [Int]?
     var activePartition: Int?
     var faultsActive = false
     var faultTrace: [String] = []
-    /// The faults as configured or drawn (random faults fill these in at the workload's start).
-    var plannedPartitions: [LabWindow] = []
     var resetRate = 0.0
     var duplicateDials = 0.0
+    /// Each twin node (after the configured ones) and the node whose backup it runs.
+    var twinOf: [Int: Int] = [:]
 
     // MARK: Workload
     var ledger: Ledger
@@ -106,14 +114,30 @@ final class Simulation {
     var spotChecks = 0
     var overlayAtStart: OverlayShape?
     var overlayAtEnd: OverlayShape?
+    var coverage = LabCoverage()
+    /// Records applied on a node before one of their dependencies, and the first.
+    var causalViolations = 0
+    var firstCausalViolation: String?
+    /// The frames the message-sequence diagram shows (nil: none drawn).
+    var sequence: SequenceLog?
+    /// Kinds of the application messages each node's core sealed in the input being handled, per link, with their
+    /// bytes, in order (`NodeCore.sentMessageTap`): `perform` matches them to the sends.
+    var sealed: [LinkID: [(kind: String, bytes: [UInt8])]] = [:]
+    /// The drop-record variant dropped its record.
+    var droppedRecord = false
+    /// The diagram's window, until the workload starts when it starts there.
+    var sequenceWindow: SequenceWindow?
 
-    init(_ configuration: LabConfiguration) throws {
+    init(_ configuration: LabConfiguration, sequence window: SequenceWindow? = nil) throws {
         precondition(configuration.problem == nil, configuration.problem ?? "")
         self.configuration = configuration
+        plan = FaultPlan(configuration)
         rng = SeededGenerator(seed: configuration.seed)
         entropy = LabEntropy.Source(seed: Self.derive(configuration.seed, 0xE17))
-        ledger = Ledger(nodes: configuration.nodes)
-        membership = Array(repeating: nil, count: configuration.nodes)
+        let twins = plan.twins
+        let count = configuration.nodes + twins.count
+        ledger = Ledger(nodes: count)
+        membership = Array(repeating: nil, count: count)
         for index in 0..<configuration.nodes {
             var keys = SeededGenerator(seed: Self.derive(configuration.seed, UInt64(index) &+ 0x1D))
             let identity = LocalIdentity(
@@ -122,9 +146,23 @@ final class Simulation {
             nodes.append(
                 SimNode(index: index, name: "n\(index)", identity: identity, store: try RecordStore.inMemory()))
         }
+        // A twin runs its original's identity on a copy of its store (copied when the backup is taken).
+        for twin in twins {
+            let index = nodes.count
+            twinOf[index] = twin.node
+            nodes.append(
+                SimNode(
+                    index: index, name: "n\(twin.node)'", identity: nodes[twin.node].identity,
+                    store: try RecordStore.inMemory()))
+        }
+        if let window {
+            let drawn = window.nodes ?? Array(0..<min(configuration.nodes, LabLimits.sequenceNodesMax))
+            sequenceWindow = window
+            if let from = window.from { sequence = SequenceLog(window: window, start: from, nodes: drawn) }
+        }
         // Late joiners are the last nodes; the creator is node 0.
-        lateJoiners = Set((configuration.nodes - configuration.lateJoiners)..<configuration.nodes)
-        for node in nodes where !lateJoiners.contains(node.index) {
+        lateJoiners = Set((configuration.nodes - plan.lateJoiners)..<configuration.nodes)
+        for node in nodes[..<configuration.nodes] where !lateJoiners.contains(node.index) {
             // Processes start within the first 50 ms.
             push(.start(node.index), at: .microseconds(Int64.random(in: 0..<50_000, using: &rng)))
         }
@@ -204,9 +242,12 @@ final class Simulation {
         case .partitionEnd(let index): partitionEnd(index)
         case .crash(let node, let restartAfter): crash(node, restartAfter: restartAfter)
         case .restart(let node): restart(node)
-        case .stall: stall()
+        case .stall(let length): stall(length: length)
+        case .twinBackup(let twin): twinBackup(twin)
+        case .twinStart(let twin): twinStart(twin)
         case .churnRemove: churnRemove()
         case .heal: heal()
+        case .forkProbe: forkProbe()
         }
     }
 
@@ -220,7 +261,7 @@ final class Simulation {
         node.core = makeCore(node)
         do {
             let profile = try node.core!.conversations.publishProfile(name: node.name, now: millis(now))
-            ledger.add(profile.ref, author: index, kind: .profile, at: now)
+            ledger.add(profile, author: index, kind: .profile, at: now)
             perform(index, node.core!.published([profile], now: now))
         } catch {
             fail("\(node.name) could not publish its profile: \(error)")
@@ -229,226 +270,23 @@ final class Simulation {
         scheduleExplore(index)
     }
 
-    private func makeCore(_ node: SimNode) -> NodeCore {
+    func makeCore(_ node: SimNode) -> NodeCore {
         let seed = Self.derive(configuration.seed, 0xC0DE &+ UInt64(node.index) &* 1_000 &+ UInt64(node.incarnation))
         var configuration = NodeConfiguration()
-        configuration.conversationRefreshDelay = LabLimits.conversationRefreshDelay
+        // The chat setting refreshes within the input that stored records, as the shipped node does after each turn
+        // that is not a bulk catch-up: its receipts are reviewed at each refresh, so their timing depends on it.
+        configuration.conversationRefreshDelay =
+            self.configuration.nodeReceipts ? .zero : LabLimits.conversationRefreshDelay
         configuration.syncPushInterval = self.configuration.pushInterval
-        // The node's own receipts and re-keys (node policy) are off in the lab for now: its workloads write the
-        // receipts they measure, and its figures (docs/lab.md) are of that workload. Sharing the shipped policy is
-        // issue 20's next step.
-        configuration.receipts.enabled = false
-        return NodeCore(
+        // The node's own receipts and re-keys (node policy, shipped defaults) only in the chat setting: in the
+        // Maelstrom setting the workload writes every record, and the figures (docs/lab.md) are of that workload.
+        configuration.receipts.enabled = self.configuration.nodeReceipts
+        let core = NodeCore(
             store: node.store, identity: node.identity, networkKey: networkKey, configuration: configuration,
             random: SeededGenerator(seed: seed))
-    }
-
-    /// The process dies: links and memory are gone, the store stays.
-    private func crash(_ index: Int, restartAfter: Duration?) {
-        let node = nodes[index]
-        guard node.isUp, faultsActive else { return }
-        faultTrace.append("\(formatSeconds(now)) crash \(node.name)" + (restartAfter == nil ? " for good" : ""))
-        crashTimes.append(now)
-        if let core = node.core {
-            node.deliveredBefore += core.recordsDelivered
-            node.newBefore += core.recordsNew
-            node.messagesByKindBefore.merge(core.messagesSentByKind, uniquingKeysWith: +)
-        }
-        node.core = nil
-        node.phase = restartAfter == nil ? .dead : .crashed
-        node.everCrashed = true
-        node.incarnation += 1
-        node.tickAt = nil
-        node.dialCheckAt = nil
-        for link in node.ends.keys.sorted() {
-            guard let connection = connections[Connection.connection(of: link)] else { continue }
-            let side = Connection.side(of: link)
-            connection.ends[side] = .gone
-            // The peer's kernel sees the connection end one way later.
-            endConnection(connection, notify: [1 - side: oneWay()])
-        }
-        node.ends = [:]
-        if let restartAfter { push(.restart(index), at: now + restartAfter) }
-    }
-
-    func restart(_ index: Int) {
-        let node = nodes[index]
-        guard node.phase == .crashed else { return }
-        faultTrace.append("\(formatSeconds(now)) restart \(node.name)")
-        node.phase = .up
-        node.failures = 0
-        node.core = makeCore(node)
-        scheduleDialCheck(index, after: .zero)
-        scheduleExplore(index)
-    }
-
-    // MARK: - Feeding the cores
-
-    /// Hands one input to a node's core and carries out its actions.
-    func feed(_ index: Int, _ input: NodeInput) {
-        guard let core = nodes[index].core else { return }
-        perform(index, core.handle(input, now: now))
-    }
-
-    /// Carries out a core's actions, then checks its bounds and schedules its next tick.
-    func perform(_ index: Int, _ actions: [NodeAction]) {
-        let node = nodes[index]
-        for action in actions {
-            switch action {
-            case .send(let link, let bytes):
-                node.framesSent += 1
-                if phase == .setup {
-                    framesSetup += 1
-                } else {
-                    framesMeasured += 1
-                    bytesMeasured += bytes.count
-                    node.bytesSent += bytes.count
-                }
-                send(index, link, bytes)
-            case .close(let link):
-                close(index, link)
-            case .event(let event):
-                observe(index, event)
-            }
-        }
-        guard let core = node.core else { return }
-        let peers = core.connectedPeers.count
-        maxDegreeSeen = max(maxDegreeSeen, peers)
-        if peers > configuration.degreeMax {
-            fail("\(node.name) has \(peers) established peers, above the cap of \(configuration.degreeMax)")
-        }
-        let buffered = core.causalBufferCount
-        maxCausalBufferSeen = max(maxCausalBufferSeen, buffered)
-        if buffered > core.configuration.causalBufferRecordsMax {
-            fail(
-                "\(node.name) buffers \(buffered) records, above its bound \(core.configuration.causalBufferRecordsMax)"
-            )
-        }
-        scheduleTick(index)
-    }
-
-    private func scheduleTick(_ index: Int) {
-        let node = nodes[index]
-        guard let deadline = node.core?.nextDeadline() else { return }
-        let at = max(deadline, now)
-        if let scheduled = node.tickAt, scheduled <= at { return }
-        if at == now {
-            node.ticksAtSameInstant += 1
-            precondition(node.ticksAtSameInstant < 1_000, "\(node.name) asks for a tick at the same instant forever")
-        } else {
-            node.ticksAtSameInstant = 0
-        }
-        node.tickAt = at
-        node.tickGeneration += 1
-        push(.tick(index, incarnation: node.incarnation, generation: node.tickGeneration), at: at)
-    }
-
-    private func observe(_ index: Int, _ event: NodeEvent) {
-        switch event {
-        case .peerUp:
-            nodes[index].failures = 0
-        case .applied(let refs):
-            for ref in refs { noteApplied(ref, by: index) }
-        case .linkFailed(let link, let reason):
-            // Timeouts are the network's doing; anything else means a core judged an honest peer faulty (a stream
-            // the lab corrupted, or a core bug).
-            if reason != "handshake timed out", !reason.hasPrefix("sync: nothing heard") {
-                honestPeersBlamed += 1
-                firstBlame = firstBlame ?? "\(formatSeconds(now)) \(nodes[index].name) \(link): \(reason)"
-            }
-        case .peerDown, .caughtUp, .syncProgress, .conversation, .profile, .notice, .misbehaved, .file, .typing:
-            break
-        }
-    }
-
-    private func noteApplied(_ ref: RecordRef, by index: Int) {
-        let node = nodes[index]
-        node.appliedEvents += 1
-        if node.appliedEvents % LabLimits.spotCheckEvery == 0 { spotCheck(ref, on: index) }
-        guard let position = ledger.applied(ref.id, by: index, at: now) else { return }
-        if phase == .settle, ledger[position].mustReach, node.isUp {
-            pendingCopies -= 1
-            if pendingCopies == 0 { converged() }
-        }
-    }
-
-    /// The store's guarantee, checked now and then: an applied record's feed predecessor and dependencies are
-    /// applied too.
-    private func spotCheck(_ ref: RecordRef, on index: Int) {
-        let id = ref.id
-        let store = nodes[index].store
-        spotChecks += 1
-        do {
-            guard let record = try store.record(ref) else {
-                fail("\(nodes[index].name) reported \(id) applied but does not hold it")
-                return
-            }
-            let feeds = try store.feeds(of: record.header.conversation)
-            func applied(_ author: AuthorID) -> UInt64 { feeds.first { $0.author == author }?.applied ?? 0 }
-            if applied(record.header.author) < record.header.sequence {
-                fail("\(nodes[index].name) reported \(id) applied beyond its feed's applied prefix")
-            }
-            for dependency in record.header.dependencies where applied(dependency.author) < dependency.sequence {
-                fail(
-                    "\(nodes[index].name) applied \(id) before its dependency "
-                        + "\(dependency.author)#\(dependency.sequence)"
-                )
-            }
-        } catch {
-            fail("\(nodes[index].name): store read failed: \(error)")
-        }
-    }
-
-    // MARK: - Setup
-
-    private func setupProbe() {
-        guard phase == .setup else { return }
-        let creator = nodes[0]
-        let initial = nodes.filter { !lateJoiners.contains($0.index) }
-        if group == nil, let core = creator.core {
-            let others = initial.dropFirst().map(\.author)
-            let holdsAll = others.allSatisfy { (try? core.conversations.profile(of: $0)) != nil }
-            if holdsAll {
-                do {
-                    let id = try core.conversations.createGroup(title: "lab", members: others, now: millis(now))
-                    let records = try creator.store.appliedRecords(of: id)
-                    group = id
-                    for record in records {
-                        createPosition = ledger.add(record.ref, author: 0, kind: .create, at: now)
-                    }
-                    for node in initial { membership[node.index] = createPosition }
-                    perform(0, core.published(records, now: now))
-                } catch {
-                    fail("the creator could not found the group: \(error)")
-                    phase = .done
-                    return
-                }
-            }
-        }
-        let formed = initial.allSatisfy { node in
-            (node.core?.connectedPeers.count ?? 0) >= min(configuration.degreeTarget, initial.count - 1)
-        }
-        if let createPosition, initial.allSatisfy({ ledger[createPosition].appliedAt[$0.index] != nil }),
-            formed || now >= LabLimits.overlayFormationMax
-        {
-            beginWorkload()
-        } else {
-            push(.setupProbe, at: now + LabLimits.setupProbeInterval)
-        }
-    }
-
-    private func setupProblem() -> String {
-        guard let createPosition else {
-            let core = nodes[0].core
-            let missing = nodes.dropFirst().filter { node in
-                !lateJoiners.contains(node.index) && (try? core?.conversations.profile(of: node.author)) == nil
-            }
-            return "the creator lacks the profiles of \(missing.map(\.name).joined(separator: " "))"
-        }
-        let missing = nodes.filter {
-            !lateJoiners.contains($0.index) && ledger[createPosition].appliedAt[$0.index] == nil
-        }
-        return "the group has not reached \(missing.map(\.name).joined(separator: " "))"
+        // Each sealed message's kind, for the frame it travels in (coverage, diagram).
+        core.sentMessageTap = { [unowned self] link, kind, bytes in self.sealed[link, default: []].append((kind, bytes)) }
+        return core
     }
 
     // MARK: - Helpers

@@ -44,6 +44,7 @@ public struct LabSweepResult: Sendable, Equatable {
         public let convergence: Duration?
         public let framesPerOperation: Double
         public let latencyP99: Duration?
+        public let coverage: LabCoverage
     }
 
     public let summaries: [Summary]
@@ -58,6 +59,15 @@ public struct LabSweepResult: Sendable, Equatable {
     /// Statistics across seeds, then `N passed, N failed` alone on the last line.
     public var summaryLines: [String] {
         var lines = [String]()
+        // What the seeds exercised: each counter's total, and in how many seeds it was not zero.
+        let counts = summaries.map(\.coverage.counts)
+        if let names = counts.first?.map(\.name) {
+            let totals = names.indices.map { index in
+                let values = counts.map { $0[index].count }
+                return "\(names[index]) \(values.reduce(0, +)) (\(values.filter { $0 > 0 }.count) seeds)"
+            }
+            lines.append("coverage across \(summaries.count) seeds: " + totals.joined(separator: ", "))
+        }
         let convergence = summaries.compactMap(\.convergence)
         if let quantiles = LabReport.Quantiles(convergence) {
             lines.append(
@@ -84,6 +94,7 @@ extension LabSweepResult.Summary {
         convergence = report.convergence
         framesPerOperation = report.framesPerOperation
         latencyP99 = report.latency?.p99
+        coverage = report.coverage
         line =
             report.passed
             ? nil

@@ -23,14 +23,21 @@ extension Simulation {
         return .nanoseconds(Int64(Double(capped) * (0.5 + unit() / 2)))
     }
 
-    /// Nodes `index` may dial: every started node it holds no connection with (it cannot know who crashed).
+    /// Nodes `index` may dial: every started node it holds no connection with (it cannot know who crashed), but a
+    /// node with its own identity (a twin and its original never link: each would be the other's self).
     func dialCandidates(_ index: Int) -> [Int] {
         var linked = Set<Int>()
         for id in nodes[index].ends.values {
             if let connection = connections[id] { linked.formUnion(connection.nodes) }
         }
-        return nodes.indices.filter { $0 != index && nodes[$0].phase != .waiting && !linked.contains($0) }
+        let me = identityOf(index)
+        return nodes.indices.filter {
+            $0 != index && nodes[$0].phase != .waiting && !linked.contains($0) && identityOf($0) != me
+        }
     }
+
+    /// The node whose identity `index` runs (itself, or the original of a twin).
+    func identityOf(_ index: Int) -> Int { twinOf[index] ?? index }
 
     func dialCheck(_ index: Int) {
         let node = nodes[index]
@@ -174,7 +181,7 @@ extension Simulation {
 
     // MARK: - Bytes
 
-    func send(_ index: Int, _ link: LinkID, _ bytes: [UInt8]) {
+    func send(_ index: Int, _ link: LinkID, _ bytes: [UInt8], kind: String) {
         guard let connection = connections[Connection.connection(of: link)] else { return }
         let side = Connection.side(of: link)
         guard connection.ends[side] == .open, connection.ends[1 - side] != .gone else { return }
@@ -182,6 +189,9 @@ extension Simulation {
             // Loss, as TCP + Noise sees it: the connection dies (a lost segment that never arrives ends in a
             // reset), never a missing chunk inside a stream.
             resetsInjected += 1
+            noteFrame(
+                index, connection.nodes[1 - side], kind: kind, bytes: bytes.count, sentAt: now,
+                arrivesAt: now + configuration.latency, lost: true)
             endConnection(connection, notify: [side: .zero, 1 - side: oneWay()])
             return
         }
@@ -192,7 +202,7 @@ extension Simulation {
                 bytes[bytes.count / 2] ^= 0x01  // a planted fault (CheckerTests): the lab never does this itself
             }
         }
-        enqueue(connection, side: side, .data(bytes))
+        enqueue(connection, side: side, .data(bytes, kind: kind, sentAt: now))
     }
 
     func enqueue(_ connection: Connection, side: Int, _ chunk: Connection.Chunk) {
@@ -230,7 +240,10 @@ extension Simulation {
             return
         }
         switch chunk {
-        case .data(let bytes):
+        case .data(let bytes, let kind, let sentAt):
+            noteFrame(
+                connection.nodes[side], index, kind: kind, bytes: bytes.count, sentAt: sentAt, arrivesAt: now,
+                lost: false)
             feed(index, .bytesReceived(connection.link(receiver), bytes))
         case .fin:
             connection.ends[receiver] = .gone
@@ -264,6 +277,17 @@ extension Simulation {
     /// Ends a connection at once (reset, partition, crash): in-flight chunks are lost, and each listed side's
     /// node is told after the given delay.
     func endConnection(_ connection: Connection, notify: [Int: Duration]) {
+        noteCut(connection)
+        if sequence != nil {
+            for side in 0..<2 {
+                for (ready, chunk) in connection.directions[side].pending {
+                    guard case .data(let bytes, let kind, let sentAt) = chunk else { continue }
+                    noteFrame(
+                        connection.nodes[side], connection.nodes[1 - side], kind: kind, bytes: bytes.count,
+                        sentAt: sentAt, arrivesAt: ready, lost: true)
+                }
+            }
+        }
         connection.directions[0].clear()
         connection.directions[1].clear()
         for side in 0..<2 {

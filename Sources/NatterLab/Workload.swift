@@ -20,64 +20,23 @@ extension Simulation {
         deliveredAtStart = nodes.map(\.recordsDelivered).reduce(0, +)
         newAtStart = nodes.map(\.recordsNew).reduce(0, +)
         framesByKindAtStart = framesByKind()
+        if sequence == nil, let window = sequenceWindow {
+            sequence = SequenceLog(
+                window: window, start: now,
+                nodes: window.nodes ?? Array(0..<min(configuration.nodes, LabLimits.sequenceNodesMax)))
+        }
         let end = now + configuration.duration
-        planFaults(end: end)
-        push(.operation, at: now + nextArrival())
-        if !lateJoiners.isEmpty || configuration.churn { push(.membershipProbe, at: now + .milliseconds(100)) }
-        if configuration.churn { push(.churnRemove, at: now + uniform(.seconds(1), .seconds(3))) }
-        push(.heal, at: end)
-    }
-
-    /// Schedules the faults: as configured, or drawn from the seed (`randomFaults`).
-    private func planFaults(end: Duration) {
-        let start = now
-        var partitions = configuration.partitions
-        var crashes = configuration.crashes
-        var crashRestarts = configuration.crashRestarts
-        var stalls = configuration.stalls
-        resetRate = configuration.resetRate
-        duplicateDials = configuration.duplicateDials
-        let initial = nodes.indices.filter { !lateJoiners.contains($0) }
-        if configuration.randomFaults {
-            resetRate = unit() * 0.3
-            duplicateDials = unit() * 0.3
-            // Up to two partitions of at most 3 s each, one after the other, healed before the workload ends.
-            partitions = []
-            var earliest = Duration.zero
-            for _ in 0..<Int.random(in: 0...2, using: &rng) {
-                let latest = configuration.duration * 7 / 10
-                guard earliest < latest else { break }
-                let at = uniformMillis(earliest, latest)
-                let longest = min(.seconds(3), configuration.duration - at)
-                let window = LabWindow(start: at, length: uniformMillis(longest / 10, longest))
-                partitions.append(window)
-                earliest = window.start + window.length + .milliseconds(200)
-            }
-            crashRestarts = min(Int.random(in: 0...2, using: &rng), initial.count - 2)
-            crashes = initial.count >= 4 && unit() < 0.2 ? 1 : 0
-            stalls = Int.random(in: 0...3, using: &rng)
-        }
-        if resetRate > 0 || duplicateDials > 0 {
-            faultTrace.append(
-                "during the workload: \(String(format: "%.1f", resetRate * 100))% of chunks reset their link, "
-                    + "\(String(format: "%.1f", duplicateDials * 100))% of dials duplicated")
-        }
-        plannedPartitions = partitions
-        for (number, window) in partitions.enumerated() {
-            push(.partitionStart(number), at: start + window.start)
-            push(.partitionEnd(number), at: start + window.start + window.length)
-        }
-        var victims = initial.shuffled(using: &rng)
-        for count in 0..<(crashes + crashRestarts) where !victims.isEmpty {
-            let victim = victims.removeFirst()
-            let at = start + uniformMillis(configuration.duration / 10, configuration.duration * 9 / 10)
-            let restartAfter: Duration? = count < crashes ? nil : uniformMillis(.milliseconds(500), .seconds(3))
-            push(.crash(victim, restartAfter: restartAfter), at: at)
-        }
-        for _ in 0..<stalls { push(.stall, at: start + uniformMillis(.zero, configuration.duration)) }
+        scheduleFaults(start: now)
+        // Late joiners start during the first half of the workload (their own stream, as the fault plan's).
+        var joins = SeededGenerator(seed: Self.derive(configuration.seed, 0x101))
         for joiner in lateJoiners.sorted() {
-            push(.start(joiner), at: start + uniformMillis(.zero, configuration.duration / 2))
+            let half = nanoseconds(configuration.duration / 2) / 1_000_000
+            push(.start(joiner), at: now + .milliseconds(Int64.random(in: 0...half, using: &joins)))
         }
+        push(.operation, at: now + nextArrival())
+        if !lateJoiners.isEmpty || plan.churn { push(.membershipProbe, at: now + .milliseconds(100)) }
+        if plan.churn { push(.churnRemove, at: now + uniform(.seconds(1), .seconds(3))) }
+        push(.heal, at: end)
     }
 
     /// Time to the next operation: exponential with mean 1 / rate.
@@ -106,7 +65,7 @@ extension Simulation {
         var kind = OperationKind.message
         if draw < configuration.reactionShare {
             kind = .reaction
-        } else if draw < configuration.reactionShare + configuration.receiptShare {
+        } else if draw < configuration.reactionShare + configuration.receiptShare, !configuration.nodeReceipts {
             kind = .receipt
         }
         var target: RecordID?
@@ -131,7 +90,7 @@ extension Simulation {
                 record = try core.conversations.send(
                     "message \(ledger.count) from \(node.name) \(filler)", in: group, now: millis(now))
             }
-            let position = ledger.add(record.ref, author: author, kind: kind, at: now)
+            let position = ledger.add(record, author: author, kind: kind, at: now)
             if kind == .message {
                 recentMessages.append(position)
                 if recentMessages.count > LabLimits.reactionCandidates { recentMessages.removeFirst() }
@@ -149,12 +108,13 @@ extension Simulation {
         guard phase == .workload else { return }
         push(.membershipProbe, at: now + .milliseconds(100))
         guard let group, let core = nodes[0].core else { return }
-        for index in nodes.indices where nodes[index].isUp && membership[index] == nil {
+        for index in 0..<configuration.nodes where nodes[index].isUp && membership[index] == nil {
             if let due = readmitAt[index], due > now { continue }
             guard (try? core.conversations.profile(of: nodes[index].author)) != nil else { continue }
             do {
                 let record = try core.conversations.add([nodes[index].author], to: group, now: millis(now))
-                membership[index] = ledger.add(record.ref, author: 0, kind: .add, at: now)
+                membership[index] = ledger.add(record, author: 0, kind: .add, at: now)
+                if lateJoiners.contains(index), readmitAt[index] == nil { coverage.lateJoins += 1 }
                 removed.remove(index)
                 readmitAt[index] = nil
                 faultTrace.append("\(formatSeconds(now)) add \(nodes[index].name)")
@@ -175,7 +135,7 @@ extension Simulation {
         let victim = members[Int.random(in: 0..<members.count, using: &rng)]
         do {
             let record = try core.conversations.remove([nodes[victim].author], from: group, now: millis(now))
-            ledger.add(record.ref, author: 0, kind: .remove, at: now)
+            ledger.add(record, author: 0, kind: .remove, at: now)
             membership[victim] = nil
             removed.insert(victim)
             readmitAt[victim] = now + uniform(.seconds(1), .seconds(2))
@@ -183,57 +143,23 @@ extension Simulation {
             perform(0, core.published([record], now: now))
         } catch {
             refused["remove: \(error)", default: 0] += 1
+            return
         }
+        raceRemoval(of: victim)
     }
 
-    // MARK: - Faults
-
-    func partitionStart(_ number: Int) {
-        var order = nodes.indices.shuffled(using: &rng)
-        var side = [Int](repeating: 0, count: nodes.count)
-        for index in order.prefix(nodes.count / 2) { side[index] = 1 }
-        order.removeAll()
-        partitionSide = side
-        activePartition = number
-        let window = plannedPartitions[number]
-        partitionSpans.append(LabWindow(start: now, length: window.length))
-        let names = nodes.indices.filter { side[$0] == 1 }.map { nodes[$0].name }
-        faultTrace.append(
-            "\(formatSeconds(now)) partition for \(formatDuration(window.length)): "
-                + "{\(names.joined(separator: " "))} apart"
-        )
-        for id in connections.keys.sorted() {
-            guard let connection = connections[id], partitioned(connection.nodes[0], connection.nodes[1]) else {
-                continue
-            }
-            endConnection(connection, notify: [0: .zero, 1: .zero])
-        }
-    }
-
-    func partitionEnd(_ number: Int) {
-        guard let side = partitionSide, activePartition == number else { return }
-        partitionSide = nil
-        partitionHeals.append(now)
-        if let last = partitionSpans.indices.last { partitionSpans[last].length = now - partitionSpans[last].start }
-        faultTrace.append("\(formatSeconds(now)) partition healed")
-        // Discovery: the other side's beacons are heard again, and every node with room dials one of them.
-        for index in nodes.indices where nodes[index].isUp && nodes[index].ends.count < configuration.degreeMax {
-            let across = dialCandidates(index).filter { side[$0] != side[index] }
-            if !across.isEmpty { dial(index, across[Int.random(in: 0..<across.count, using: &rng)]) }
-        }
-    }
-
-    func stall() {
-        guard faultsActive else { return }
-        let open = connections.keys.sorted().filter { connections[$0]!.ends == [.open, .open] }
-        guard !open.isEmpty else { return }
-        let connection = connections[open[Int.random(in: 0..<open.count, using: &rng)]]!
-        let length = uniformMillis(.milliseconds(500), .seconds(4))
-        faultTrace.append(
-            "\(formatSeconds(now)) stall \(nodes[connection.nodes[0]].name)–\(nodes[connection.nodes[1]].name) "
-                + "for \(formatDuration(length))")
-        for side in 0..<2 {
-            connection.directions[side].stalledUntil = max(connection.directions[side].stalledUntil, now + length)
+    /// The member just removed writes a message at the same moment, before it can know: a removal raced by a
+    /// message of its member (the rules retract the message everywhere, strong removal).
+    private func raceRemoval(of victim: Int) {
+        guard let group, let core = nodes[victim].core else { return }
+        do {
+            let record = try core.conversations.send(
+                "raced by its removal, from \(nodes[victim].name)", in: group, now: millis(now))
+            ledger.add(record, author: victim, kind: .raced, at: now)
+            coverage.racedRemovals += 1
+            perform(victim, core.published([record], now: now))
+        } catch {
+            refused["raced: \(error)", default: 0] += 1
         }
     }
 
@@ -243,21 +169,66 @@ extension Simulation {
         phase = .settle
         faultsActive = false
         healAt = now
+        stopTwins()
         if let activePartition, partitionSide != nil { partitionEnd(activePartition) }
         for node in nodes where node.phase == .crashed { restart(node.index) }
         for connection in connections.values {
             for side in 0..<2 { connection.directions[side].stalledUntil = .zero }
         }
-        // What must reach every live node: each record a live node holds.
+        // What must reach every live node: each record a live node holds, but one beyond a fork (never applied).
         let live = nodes.filter(\.isUp).map(\.index)
         pendingCopies = 0
+        forgetForksThatStayedHome(live: live)
+        coverage.forks = ledger.forks.count
         for position in 0..<ledger.count {
             let entry = ledger[position]
-            let held = live.contains { entry.appliedAt[$0] != nil }
+            let held = live.contains { entry.appliedAt[$0] != nil } && !ledger.isBeyondFork(position)
             ledger.setMustReach(position, held)
             if held { pendingCopies += live.filter { entry.appliedAt[$0] == nil }.count }
         }
-        if pendingCopies == 0 { converged() }
+        if pendingCopies == 0 { settled() }
+    }
+
+    /// Every record that must reach every live node did. The run has converged once every live node knows every
+    /// fork too: its evidence spreads like a record, but no applied event tells when it arrived.
+    func settled() {
+        if forksKnownEverywhere() {
+            converged()
+        } else {
+            push(.forkProbe, at: now + LabLimits.setupProbeInterval)
+        }
+    }
+
+    func forkProbe() {
+        guard phase == .settle, pendingCopies == 0 else { return }
+        settled()
+    }
+
+    /// A fork whose twin branch reached no live node never happened for the network: the twin's record is stranded
+    /// with the twin, and the original's records are due everywhere as usual.
+    private func forgetForksThatStayedHome(live: [Int]) {
+        for (feed, _) in ledger.forks.sorted(by: { ($0.key.conversation, $0.key.author) < ($1.key.conversation, $1.key.author) }) {
+            let known = live.contains { index in
+                ((try? nodes[index].store.feeds(of: feed.conversation))?.first { $0.author == feed.author })?
+                    .forkSequence != nil
+            }
+            let twinBranch = ledger.branches(of: feed).filter { twinOf[ledger[$0].author] != nil }
+            let spread = twinBranch.contains { position in
+                live.contains { (try? nodes[$0].store.record(ledger[position].ref)) != nil }
+            }
+            if !known && !spread { ledger.dropFork(feed) }
+        }
+    }
+
+    /// Whether every live node's store has frozen each forked feed at its fork.
+    private func forksKnownEverywhere() -> Bool {
+        for (feed, fork) in ledger.forks {
+            for node in nodes where node.isUp {
+                let state = (try? node.store.feeds(of: feed.conversation))?.first { $0.author == feed.author }
+                guard let known = state?.forkSequence, known <= fork else { return false }
+            }
+        }
+        return true
     }
 
     func converged() {

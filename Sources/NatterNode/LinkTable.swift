@@ -48,6 +48,8 @@ struct LinkTable {
     private var roles: [LinkID: LinkHandshake.Role] = [:]
     /// Application messages sent, by kind (`SyncFrameKind.name(of:)`), since the table was made.
     private(set) var messagesSentByKind: [String: Int] = [:]
+    /// Told the kind of each application message sealed (`NodeCore.sentMessageTap`).
+    var sentMessageTap: ((LinkID, String, [UInt8]) -> Void)?
 
     // MARK: - Reading
 
@@ -182,28 +184,29 @@ struct LinkTable {
 
     // MARK: - Established links
 
+    /// Runs `body` on an established link, taken out of the table meanwhile (nil when not established): a copy
+    /// mutated while the table still held the original would copy every buffer and dictionary it changes (the
+    /// session's per-feed tables: copy-on-write), at every message in or out of every link.
+    private mutating func withEstablished<T>(_ id: LinkID, _ body: (inout Established) -> T) -> T? {
+        guard case .established(var established) = links[id] else { return nil }
+        links[id] = nil  // the copy above now holds the only reference to each buffer
+        defer { links[id] = .established(established) }
+        return body(&established)
+    }
+
     /// Bytes for an established link: the channel's events (messages, goodbye, failure).
     mutating func receiveChannel(_ id: LinkID, _ bytes: [UInt8]) -> [SecureChannel.Event] {
-        guard case .established(var established) = links[id] else { return [] }
-        let events = established.channel.receive(bytes)
-        links[id] = .established(established)
-        return events
+        withEstablished(id) { $0.channel.receive(bytes) } ?? []
     }
 
     /// Runs `body` on the session of an established link; nil when the link is not established.
     mutating func withSession<T>(_ id: LinkID, _ body: (inout SyncSession<StoreRecordSource>) -> T) -> T? {
-        guard case .established(var established) = links[id] else { return nil }
-        let result = body(&established.session)
-        links[id] = .established(established)
-        return result
+        withEstablished(id) { body(&$0.session) }
     }
 
     /// Marks an established link as being left; returns whether it was established.
     mutating func markLeaving(_ id: LinkID) -> Bool {
-        guard case .established(var established) = links[id] else { return false }
-        established.leaving = true
-        links[id] = .established(established)
-        return true
+        withEstablished(id) { $0.leaving = true } != nil
     }
 
     /// Marks an established link's initial exchange as complete (`Established.caughtUp`).
@@ -220,23 +223,28 @@ struct LinkTable {
 
     /// Has this side close an established link at `closeAt` (a link it is leaving).
     mutating func scheduleClose(_ id: LinkID, at closeAt: Duration) {
-        guard case .established(var established) = links[id] else { return }
-        established.closeAt = closeAt
-        links[id] = .established(established)
+        _ = withEstablished(id) { $0.closeAt = closeAt }
     }
 
     /// Sends one application message on an established link (nothing if the link is gone): a session's, a file
     /// frame or a TYPING frame. A channel that cannot seal it any more ends the link.
     mutating func send(_ message: [UInt8], on id: LinkID) -> [NodeAction] {
-        guard case .established(var established) = links[id] else { return [] }
-        do {
-            let bytes = try established.channel.send(message)
-            messagesSentByKind[SyncFrameKind.name(of: message), default: 0] += 1
-            links[id] = .established(established)
+        let sealed = withEstablished(id) { established -> Result<[UInt8], any Error> in
+            Result { try established.channel.send(message) }
+        }
+        switch sealed {
+        case nil:
+            return []
+        case .success(let bytes):
+            let kind = SyncFrameKind.name(of: message)
+            messagesSentByKind[kind, default: 0] += 1
+            sentMessageTap?(id, kind, bytes)
             return [.send(id, bytes)]
-        } catch {
+        case .failure(let error):
+            let peer = peer(of: id)
             remove(id)
-            return [.event(.linkFailed(id, "send: \(error)")), .event(.peerDown(established.peer, id)), .close(id)]
+            return [.event(.linkFailed(id, "send: \(error)"))] + (peer.map { [.event(.peerDown($0, id))] } ?? [])
+                + [.close(id)]
         }
     }
 

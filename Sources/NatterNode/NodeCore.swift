@@ -86,6 +86,12 @@ public final class NodeCore {
     /// Application messages this core sent, by kind (`SyncFrameKind.name(of:)`: records, credit, ping, …), since
     /// it started. Handshake messages and goodbyes are not counted here.
     public var messagesSentByKind: [String: Int] { links.messagesSentByKind }
+    /// Told the link, the kind and the sealed bytes of every application message as it is sealed (nil: nobody
+    /// listens). For the lab, which tells each frame's kind by it; a node leaves it nil.
+    public var sentMessageTap: ((LinkID, String, [UInt8]) -> Void)? {
+        get { links.sentMessageTap }
+        set { links.sentMessageTap = newValue }
+    }
     /// Relay-only conversations evicted since the core started.
     public var conversationsEvicted: Int { relay.conversationsEvicted }
     /// Conversations evicted again while their eviction was remembered: nothing of them is taken any more.

@@ -85,7 +85,7 @@ extension RecordStore {
 
     /// The stored bytes of a chunk, served to any peer that asks (the node need not be able to read them).
     public func chunk(_ id: ChunkID) throws -> [UInt8]? {
-        try writer.read { db in
+        try read { db in
             try Data.fetchOne(db, sql: "SELECT bytes FROM chunk WHERE id = ?", arguments: [Data(id.bytes)]).map {
                 [UInt8]($0)
             }
@@ -95,7 +95,7 @@ extension RecordStore {
     /// Which of `ids` are stored.
     public func heldChunks(among ids: [ChunkID]) throws -> Set<ChunkID> {
         guard !ids.isEmpty else { return [] }
-        return try writer.read { db in
+        return try read { db in
             var held = Set<ChunkID>()
             let statement = try db.cachedStatement(sql: "SELECT 1 FROM chunk WHERE id = ?")
             for id in ids where try Bool.fetchOne(statement, arguments: [Data(id.bytes)]) == true { held.insert(id) }
@@ -118,7 +118,7 @@ extension RecordStore {
 
     /// Chunks and their bytes stored (for status and quotas).
     public func chunkUsage() throws -> (count: Int, bytes: Int64) {
-        try writer.read { db in
+        try read { db in
             let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(LENGTH(bytes)), 0) FROM chunk")!
             return (row[0], row[1])
         }

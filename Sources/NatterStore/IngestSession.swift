@@ -19,6 +19,10 @@ struct IngestSession {
 
     let db: Database
     let receivedAtMillis: Int64
+    /// The store's cache of feed rows and Lamport numbers, read instead of the tables; what this transaction writes
+    /// reaches it only once the transaction commits (`committed`). Nil: read the tables only (an earlier write of the
+    /// same transaction is not in the cache).
+    private let feedCache: FeedCache?
     private var cache: [FeedKey: FeedState] = [:]
     private var fullyLoaded: Set<ConversationID> = []
     private var dirty: Set<FeedKey> = []
@@ -26,10 +30,22 @@ struct IngestSession {
     private var needsRebuild: Set<ConversationID> = []
     /// Headers of records inserted in this transaction, so applying them does not read them back.
     private var fresh: [RecordPosition: (RecordHeader, RecordID)] = [:]
+    /// Lamport numbers of applied records read for this transaction: the records of a batch name mostly the same
+    /// dependencies.
+    private var lamports: [RecordPosition: UInt64] = [:]
+    /// Feed rows `finish` wrote, for the store's cache once the transaction commits.
+    private var written: [FeedState] = []
 
-    init(db: Database, receivedAtMillis: Int64, records: Int = 0) {
+    /// What the store's cache learns once this transaction commits: the feed rows written and the records stored.
+    var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) {
+        let stored = fresh.map { ($0.key, $0.value.0.lamport) }.sorted { $0.0.sequence < $1.0.sequence }
+        return (written, stored)
+    }
+
+    init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache?) {
         self.db = db
         self.receivedAtMillis = receivedAtMillis
+        self.feedCache = feedCache
         // Sized for the batch at once: grown record by record it was rehashed nine times in a sync window.
         fresh.reserveCapacity(records)
     }
@@ -38,10 +54,15 @@ struct IngestSession {
 
     private mutating func feed(_ key: FeedKey) throws -> FeedState {
         if let cached = cache[key] { return cached }
+        if let feeds = feedCache?.feeds(of: key.conversation) {
+            let state = feeds[key.author] ?? FeedState(conversation: key.conversation, author: key.author)
+            cache[key] = state
+            return state
+        }
         let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT \(FeedState.columns) FROM feed WHERE conversation = ? AND author = ?"),
             arguments: [Data(key.conversation.bytes), Data(key.author.bytes)])
-        let state = row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
+        let state = try row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
         cache[key] = state
         return state
     }
@@ -61,7 +82,9 @@ struct IngestSession {
     /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
     mutating func liveFeeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         var result = [AuthorID: FeedState]()
-        for state in try FeedState.fetchLive(db, conversation: conversation) {
+        let live = try feedCache?.feeds(of: conversation).map { $0.values.filter { !$0.isJunk } }
+            ?? FeedState.fetchLive(db, conversation: conversation)
+        for state in live {
             let key = FeedKey(conversation: conversation, author: state.author)
             let current = cache[key] ?? state
             if cache[key] == nil { cache[key] = state }
@@ -73,7 +96,14 @@ struct IngestSession {
     /// Every feed of `conversation` (cached ones win over the database's, which may be older).
     mutating func feeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
         if !fullyLoaded.contains(conversation) {
-            for state in try FeedState.fetchAll(db, conversation: conversation) {
+            var all = feedCache?.feeds(of: conversation).map { Array($0.values) }
+            if all == nil {
+                // Read before this transaction writes any feed row (`finish` writes them last): what is committed.
+                let generation = feedCache?.generation
+                all = try FeedState.fetchAll(db, conversation: conversation)
+                if let feedCache, let generation { feedCache.fill(conversation, all!, generation: generation) }
+            }
+            for state in all! {
                 let key = FeedKey(conversation: conversation, author: state.author)
                 if cache[key] == nil { cache[key] = state }
             }
@@ -200,13 +230,15 @@ struct IngestSession {
         return (try RecordCodec.storedHeader(Array(row[1] as Data)), RecordID(bytes: row[0] as Data))
     }
 
-    private func lamport(at position: RecordPosition) throws -> UInt64 {
+    private mutating func lamport(at position: RecordPosition) throws -> UInt64 {
         if let (header, _) = fresh[position] { return header.lamport }
+        if let known = lamports[position] ?? feedCache?.lamport(at: position) { return known }
         let value = try Int64.fetchOne(
             db.cachedStatement(
                 sql: "SELECT lamport FROM record WHERE conversation = ? AND author = ? AND sequence = ?"),
             arguments: position.arguments)
         guard let value else { preconditionFailure("applied record missing at \(position)") }
+        lamports[position] = UInt64(value)
         return UInt64(value)
     }
 
@@ -219,6 +251,7 @@ struct IngestSession {
         let rebuilt = needsRebuild.sorted()
         for conversation in rebuilt {
             var all = try feeds(in: conversation)
+            let appliedBefore = all.mapValues(\.applied)
             // Junk feeds keep their applied frontier: their bodies are gone, so they could not be re-applied.
             for author in all.keys.sorted() where !all[author]!.isJunk {
                 all[author]!.applied = 0
@@ -227,7 +260,11 @@ struct IngestSession {
                 all[author]!.stalledReason = nil
                 update(all[author]!)
             }
-            _ = try advance(conversation, candidates: Set(all.keys))
+            // Re-applied from scratch: what was applied before is no news; what this transaction's records (or the
+            // fork's cut) let apply beyond it is.
+            applied += try advance(conversation, candidates: Set(all.keys)).filter {
+                $0.position.sequence > appliedBefore[$0.position.author] ?? 0
+            }
         }
         var changedConversations = Set<ConversationID>()
         for conversation in touched.keys.sorted() where !needsRebuild.contains(conversation) {
@@ -237,6 +274,7 @@ struct IngestSession {
         }
         for key in dirty.sorted(by: { ($0.conversation, $0.author) < ($1.conversation, $1.author) }) {
             try cache[key]!.save(db)
+            written.append(cache[key]!)
         }
         // Mark conversations whose applied records changed, in this same transaction, for the derived tables.
         for conversation in changedConversations.union(rebuilt).sorted() {

@@ -26,12 +26,17 @@ public final class RecordStore: Sendable {
     private let durabilityLost = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
+    /// The in-memory store's queue (nil on disk), which `read` uses without GRDB's read-only guard.
+    private let memoryQueue: DatabaseQueue?
+    /// Feed rows and Lamport numbers in memory (FeedCache.swift).
+    let feedCache = FeedCache()
     /// Why own writes wait, if they do (`OwnHeadsDoubt`; persisted in `meta`, mirrored here for `appendOwn`).
     let ownHeads = Mutex<OwnHeadsDoubt?>(nil)
 
     private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
         self.writer = writer
         self.lock = lock
+        memoryQueue = writer as? DatabaseQueue
         do {
             try Schema.migrator.migrate(writer)
             // On the writer's connection, open already: a reader would open one more connection at every start.
@@ -88,6 +93,19 @@ public final class RecordStore: Sendable {
         } catch {
             throw .database("\(error)")
         }
+    }
+
+    /// A copy of this in-memory store as it is now, as a backup of the file would hold it (the lab restores one to
+    /// make a node's twin). Only for stores in memory.
+    public func copy() throws(StoreError) -> RecordStore {
+        precondition(memoryQueue != nil, "only an in-memory store is copied")
+        let copy = try RecordStore.inMemory()
+        do {
+            try writer.backup(to: copy.writer)
+        } catch {
+            throw .database("\(error)")
+        }
+        return copy
     }
 
     /// One write transaction of derived state only (conversation tables, search index: a cache that a refresh
@@ -156,6 +174,16 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// Runs `body` as a read: on disk on a `DatabasePool` reader (a read-only connection of its own); in memory on the
+    /// one connection, without GRDB's read-only guard. That guard toggles `PRAGMA query_only`, which expires every
+    /// prepared statement of the connection, so each cached statement was compiled again at its next use: a third
+    /// of a lab run's time (perf, 2026-11-27). A queue runs one access at a time, so a read there sees no write
+    /// half done either way.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let memoryQueue { return try memoryQueue.inDatabase(body) }
+        return try writer.read(body)
+    }
+
     /// Throws when the writer's durability could not be restored (`durabilityLost`).
     private func checkDurable() throws(StoreError) {
         if durabilityLost.withLock({ $0 }) {
@@ -170,7 +198,7 @@ public final class RecordStore: Sendable {
 
     /// Runs SQLite's integrity check; "ok" when the file is sound.
     public func integrityCheck() throws -> String {
-        try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+        try read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
     }
 
     // MARK: - Identity binding
@@ -254,16 +282,21 @@ public final class RecordStore: Sendable {
         // write transaction, on the writer's warm cache, and only for records at a position their feed holds.
         var held = Set<Int>()
         let result: Ingested
+        var committed: CacheEffects = ([], [])
         do {
             result = try write(durability) { db in
-                var session = IngestSession(db: db, receivedAtMillis: receivedAtMillis, records: batch.count)
+                var session = IngestSession(
+                    db: db, receivedAtMillis: receivedAtMillis, records: batch.count, feedCache: feedCache)
                 held = try session.heldAlready(ids: ids, claimed: claimed)
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(
                     fresh.map { batch[$0] }, ids: fresh.map { ids[$0] }, ahead: ahead,
                     parallelFrom: Self.parallelVerifyThreshold, workerCount: Self.verificationWorkers)
-                return try Self.store(verified, in: &session)
+                let ingested = try Self.store(verified, in: &session)
+                committed = session.committed
+                return ingested
             }
+            feedCache.committed(feeds: committed.feeds, stored: committed.stored)
         } catch {
             throw .database("\(error)")
         }
@@ -365,14 +398,19 @@ public final class RecordStore: Sendable {
     ) throws -> NatterModel.Record {
         try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
-        return try withoutActuallyEscaping(makePayload) { makePayload in
+        let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
             try writer.write { db in
                 try Self.appendOwn(
                     OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
-                    createdAtMillis: createdAtMillis, identity: identity, in: db)
+                    createdAtMillis: createdAtMillis, identity: identity, feedCache: feedCache, in: db)
             }
         }
+        feedCache.committed(feeds: committed.feeds, stored: committed.stored)
+        return record
     }
+
+    /// What a committed own append tells the feed cache (`FeedCache.committed`).
+    typealias CacheEffects = (feeds: [FeedState], stored: [(RecordPosition, UInt64)])
 
     /// One own record to append (`appendOwn(_:createdAtMillis:identity:)`): where, of what kind, under which epoch,
     /// and how its payload is made from its final header.
@@ -404,13 +442,19 @@ public final class RecordStore: Sendable {
     {
         try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
-        return try writer.write { db in
+        let (results, committed) = try writer.write { db in
             var results = [Result<NatterModel.Record, any Error>]()
+            var committed: CacheEffects = ([], [])
             for append in appends {
                 var record: NatterModel.Record?
                 do {
                     try db.inSavepoint {
-                        record = try Self.appendOwn(append, createdAtMillis: createdAtMillis, identity: identity, in: db)
+                        // Read past the feed cache: it holds none of this transaction's earlier appends.
+                        let appended = try Self.appendOwn(
+                            append, createdAtMillis: createdAtMillis, identity: identity, feedCache: nil, in: db)
+                        record = appended.record
+                        committed.feeds += appended.committed.feeds
+                        committed.stored += appended.committed.stored
                         return .commit
                     }
                     results.append(.success(record!))
@@ -420,17 +464,21 @@ public final class RecordStore: Sendable {
                     results.append(.failure(error))
                 }
             }
-            return results
+            return (results, committed)
         }
+        feedCache.committed(feeds: committed.feeds, stored: committed.stored)
+        return results
     }
 
-    /// Appends one own record inside the caller's write transaction.
+    /// Appends one own record inside the caller's write transaction; also returns what the feed cache learns once
+    /// the transaction commits. `feedCache`: read through it (nil when an earlier write of this transaction is not
+    /// in it).
     private static func appendOwn(
-        _ append: OwnAppend, createdAtMillis: Int64, identity: IdentityKeyPair, in db: Database
-    ) throws -> NatterModel.Record {
+        _ append: OwnAppend, createdAtMillis: Int64, identity: IdentityKeyPair, feedCache: FeedCache?, in db: Database
+    ) throws -> (record: NatterModel.Record, committed: CacheEffects) {
         let author = AuthorID(identity.publicKey)
         let conversation = append.conversation
-        var session = IngestSession(db: db, receivedAtMillis: createdAtMillis)
+        var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
         let feeds = try session.liveFeeds(in: conversation)
         let own: FeedState? = try session.feed(of: author, in: conversation)
         if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
@@ -460,7 +508,7 @@ public final class RecordStore: Sendable {
         let outcome = try session.store(record)
         _ = try session.finish()
         precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
-        return record
+        return (record, session.committed)
     }
 
     // MARK: - Reads
@@ -469,7 +517,7 @@ public final class RecordStore: Sendable {
     /// position: there is no index of ids, whose random keys would cost every ingest transaction a page write per
     /// record (docs/performance.md); `RecordRef` carries both.
     public func record(at position: RecordPosition) throws -> NatterModel.Record? {
-        try writer.read { db in
+        try read { db in
             try Data.fetchOne(
                 db.cachedStatement(
                     sql: """
@@ -491,7 +539,7 @@ public final class RecordStore: Sendable {
     public func records(
         conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
     ) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -509,7 +557,7 @@ public final class RecordStore: Sendable {
     public func records(
         conversation: ConversationID, author: AuthorID, from: UInt64, through: UInt64, kind: RecordKind
     ) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -529,7 +577,7 @@ public final class RecordStore: Sendable {
     public func recordBytes(
         conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int
     ) throws -> [[UInt8]] {
-        try writer.read { db in
+        try read { db in
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence >= ?
@@ -545,7 +593,7 @@ public final class RecordStore: Sendable {
     /// The authors whose profile feed is applied here, in order: the people this node can name and seal keys to.
     /// Read from `profile_author`, not from a scan of every feed.
     public func profileAuthors() throws -> [AuthorID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(db.cachedStatement(sql: "SELECT author FROM profile_author ORDER BY author"))
                 .map { AuthorID(bytes: $0) }
         }
@@ -554,7 +602,7 @@ public final class RecordStore: Sendable {
     /// The conversations of which this node holds records, in order (what a sync summary lists): read from the feed
     /// table's key, without decoding its rows.
     public func conversationsHeld() throws -> [ConversationID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db.cachedStatement(sql: "SELECT DISTINCT conversation FROM feed WHERE stored_sequence > 0 ORDER BY conversation")
             ).map { ConversationID(bytes: $0) }
@@ -563,18 +611,25 @@ public final class RecordStore: Sendable {
 
     /// Every feed's state, ordered by conversation then author.
     public func feeds() throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchAll(db, conversation: nil) }
+        try read { db in try FeedState.fetchAll(db, conversation: nil) }
     }
 
     /// The feeds of one conversation, ordered by author.
     public func feeds(of conversation: ConversationID) throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchAll(db, conversation: conversation) }
+        if let cached = feedCache.feeds(of: conversation) { return cached.values.sorted { $0.author < $1.author } }
+        let generation = feedCache.generation
+        let feeds = try read { db in try FeedState.fetchAll(db, conversation: conversation) }
+        feedCache.fill(conversation, feeds, generation: generation)
+        return feeds
     }
 
     /// The feeds of one conversation that are not junk, ordered by author: read through an index of those alone, so
     /// thousands of junk feeds (a flood from throwaway identities) cost nothing here.
     public func liveFeeds(of conversation: ConversationID) throws -> [FeedState] {
-        try writer.read { db in try FeedState.fetchLive(db, conversation: conversation) }
+        if let cached = feedCache.feeds(of: conversation) {
+            return cached.values.filter { !$0.isJunk }.sorted { $0.author < $1.author }
+        }
+        return try read { db in try FeedState.fetchLive(db, conversation: conversation) }
     }
 
     /// A conversation's applied vector clock: the causal frontier every member converges on. Junk feeds are no part
@@ -587,7 +642,7 @@ public final class RecordStore: Sendable {
 
     /// Fork evidence held for one feed (the contradicting records' bytes).
     public func forkEvidence(conversation: ConversationID, author: AuthorID) throws -> [[UInt8]] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db,
                 sql: """
@@ -601,7 +656,7 @@ public final class RecordStore: Sendable {
 
     /// Counts for status lines and the digest command.
     public func statistics() throws -> LogStatistics {
-        try writer.read { db in
+        try read { db in
             let row = try Row.fetchOne(
                 db,
                 sql: """
@@ -618,7 +673,7 @@ public final class RecordStore: Sendable {
     /// (sequence and head id) and fork point. Equal on nodes that hold the same records, whatever the arrival
     /// order. Exact definition in docs/protocol.md ("Log digest").
     public func logDigest() throws -> [UInt8] {
-        try writer.read { db in
+        try read { db in
             var hasher = Blake2bHasher(outputBytes: 32)
             hasher.update(Array("natter/v1/log-digest".utf8))
             let cursor = try Row.fetchCursor(
@@ -704,7 +759,7 @@ extension RecordStore {
     /// Every applied record of a conversation, in local arrival order. Applied records are causally closed, so
     /// the conversation rules can take them as they are.
     public func appliedRecords(of conversation: ConversationID) throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db,
                 sql: """
@@ -719,7 +774,7 @@ extension RecordStore {
 
     /// Ids of every conversation with at least one applied record.
     public func conversationIDs() throws -> [ConversationID] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(
                 db, sql: "SELECT DISTINCT conversation FROM feed WHERE applied_sequence > 0 ORDER BY conversation"
             ).map { ConversationID(bytes: Array($0)) }
@@ -730,7 +785,7 @@ extension RecordStore {
 extension RecordStore {
     /// Every stored record in local arrival order (tests and tools; sync streams per feed instead).
     public func allRecords() throws -> [NatterModel.Record] {
-        try writer.read { db in
+        try read { db in
             try Data.fetchAll(db, sql: "SELECT bytes FROM record WHERE length(bytes) > 0 ORDER BY rowid").map {
                 try NatterModel.Record.decode(Array($0))
             }
@@ -741,7 +796,7 @@ extension RecordStore {
 extension RecordStore {
     /// Local receive times of the records at these positions (those held), by id.
     public func receiveTimes(of refs: [RecordRef]) throws -> [RecordID: Int64] {
-        try writer.read { db in
+        try read { db in
             let statement = try db.cachedStatement(
                 sql: "SELECT id, received_ms FROM record WHERE conversation = ? AND author = ? AND sequence = ?")
             var times = [RecordID: Int64]()
@@ -757,7 +812,7 @@ extension RecordStore {
 
     /// When each applied record of a conversation arrived here (local, viewer-specific time).
     public func receiveTimes(of conversation: ConversationID) throws -> [RecordID: Int64] {
-        try writer.read { db in
+        try read { db in
             var times = [RecordID: Int64]()
             let rows = try Row.fetchCursor(
                 db, sql: "SELECT id, received_ms FROM record WHERE conversation = ?",
@@ -782,7 +837,7 @@ extension RecordStore {
 
     /// Every remembered peer address, oldest first.
     public func namedPeers() throws -> [String] {
-        try writer.read { db in
+        try read { db in
             try String.fetchAll(db, sql: "SELECT address FROM named_peer ORDER BY added_ms, address")
         }
     }

@@ -58,7 +58,7 @@ extension RecordStore {
     /// least recently active first within each. A flood from throwaway identities cannot write as a neighbour, so
     /// it cannot push out a conversation of the members next to this node before its own.
     public func relayUsage(member: AuthorID, neighbours: Set<AuthorID> = []) throws -> [RelayUsage] {
-        try writer.read { db in
+        try read { db in
             let candidates = try Row.fetchAll(
                 db,
                 sql: """
@@ -115,6 +115,8 @@ extension RecordStore {
             }
         }
         guard !victims.isEmpty else { return RelayEnforcement(evicted: [], remaining: usage) }
+        // Feed rows and records go: the cache forgets everything, whether or not the transaction commits.
+        defer { feedCache.invalidate() }
         try writer.write { db in
             for conversation in victims {
                 let key = Data(conversation.bytes)
@@ -149,11 +151,11 @@ extension RecordStore {
     /// The record bytes of each conversation whose derived state is pending and that may be relay-only
     /// (`possiblyRelayOnly`): what `relayUsage` leaves out until the refresh, for an estimate that must not.
     public func pendingRelayBytes(member: AuthorID) throws -> [ConversationID: Int] {
-        let pending = try writer.read { db in
+        let pending = try read { db in
             try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation").map { ConversationID(bytes: $0) }
         }
         let candidates = try possiblyRelayOnly(Set(pending), member: member)
-        return try writer.read { db in
+        return try read { db in
             let statement = try db.cachedStatement(
                 sql: "SELECT COALESCE(SUM(stored_bytes), 0) FROM feed WHERE conversation = ?")
             var bytes = [ConversationID: Int]()
@@ -168,7 +170,7 @@ extension RecordStore {
     /// is a member of, and not written in by `member`. A conversation not derived yet counts (its membership cannot
     /// be told), so the answer errs towards relay-only: it feeds an upper estimate (`RelayTally`).
     public func possiblyRelayOnly(_ conversations: Set<ConversationID>, member: AuthorID) throws -> Set<ConversationID> {
-        try writer.read { db in
+        try read { db in
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?1 AND is_member = 1)
@@ -208,7 +210,8 @@ extension RecordStore {
     /// refresh. Returns the bytes dropped.
     @discardableResult
     public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
-        try writer.write { db in
+        defer { feedCache.invalidate() }  // feed rows change: the cache forgets everything
+        return try writer.write { db in
             var dropped = 0
             for author in authors {
                 let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]
@@ -233,6 +236,6 @@ extension RecordStore {
     /// Whether some conversation's derived state is pending (`dirty_conversation`): its membership cannot be told
     /// yet, so the relay quota leaves it out until the refresh, and checks again after.
     public func hasPendingConversations() throws -> Bool {
-        try writer.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)") ?? false }
+        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)") ?? false }
     }
 }

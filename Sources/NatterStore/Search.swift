@@ -88,14 +88,16 @@ enum SearchIndex {
         let top = base + (1 << slotBits) - 1
         var rowid =
             try Int64.fetchOne(
-                db, sql: "SELECT MAX(rowid) FROM search_document WHERE rowid BETWEEN ? AND ?", arguments: [base, top]
+                db.cachedStatement(sql: "SELECT MAX(rowid) FROM search_document WHERE rowid BETWEEN ? AND ?"),
+                arguments: [base, top]
             ).map { $0 + 1 } ?? base
         if rowid > top {
             rowid = (try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM search_document") ?? 0) + 1
         }
-        try db.execute(
-            sql: "INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (?, ?, ?, ?, ?)",
-            arguments: [rowid, document.message, conversation, scope(of: conversation), document.text])
+        // Cached statements: every message shown is indexed on every node, one insert each.
+        try db.cachedStatement(
+            sql: "INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (?, ?, ?, ?, ?)"
+        ).execute(arguments: [rowid, document.message, conversation, scope(of: conversation), document.text])
         return rowid
     }
 
@@ -130,7 +132,7 @@ enum SearchIndex {
         let current = held[message]
         if let current, current.text == document?.text { return }
         if let current {
-            try db.execute(sql: "DELETE FROM search_document WHERE rowid = ?", arguments: [current.rowid])
+            try db.cachedStatement(sql: "DELETE FROM search_document WHERE rowid = ?").execute(arguments: [current.rowid])
             held[message] = nil
         }
         if let document { held[message] = (try insert(document, conversation: conversation, in: db), document.text) }

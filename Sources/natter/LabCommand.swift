@@ -9,12 +9,12 @@ struct LabCommand: ParsableCommand {
         commandName: "lab",
         abstract: "Simulate many nodes over a faulty network and check that they converge.",
         discussion: "Everything runs on a virtual clock from one seed: the same command prints the same report.",
-        subcommands: [LabRunCommand.self, LabSweepCommand.self])
+        subcommands: [LabRunCommand.self, LabSweepCommand.self, LabShrinkCommand.self, LabTradeOffCommand.self])
 }
 
 /// The network and workload options `run` and `sweep` share.
 struct LabOptions: ParsableArguments {
-    @Option(help: "Nodes in the simulation (2–200).")
+    @Option(help: "Nodes in the simulation (2–256).")
     var nodes: Int?
 
     @Option(help: ArgumentHelp("One-way link latency.", valueName: "DURATION"), transform: durationArgument)
@@ -41,6 +41,13 @@ struct LabOptions: ParsableArguments {
     @Flag(help: "Group churn: the creator removes a random member every few seconds and adds it back.")
     var churn = false
 
+    @Flag(help: "With random faults: a twin (a restored backup of a member) forks its feeds in one seed out of five.")
+    var forks = false
+
+    @Flag(
+        help: "The chat setting: each node writes its receipts as the shipped node does; the workload writes none.")
+    var nodeReceipts = false
+
     @Option(help: "Most links per node.")
     var degreeMax: Int?
 
@@ -62,6 +69,8 @@ struct LabOptions: ParsableArguments {
         if let duration { configuration.duration = duration }
         configuration.lateJoiners = lateJoiners
         configuration.churn = churn
+        configuration.randomForks = forks
+        configuration.nodeReceipts = nodeReceipts
         if let degreeMax { configuration.degreeMax = degreeMax }
         if let degreeTarget { configuration.degreeTarget = degreeTarget }
         if let pushInterval { configuration.pushInterval = pushInterval }
@@ -82,6 +91,23 @@ private func rateArgument(_ text: String) throws -> Double {
     return rate
 }
 
+private func faultArgument(_ text: String) throws -> LabFault {
+    guard let fault = LabFault(parsing: text) else {
+        throw ValidationError(
+            "'\(text)' is not a fault: write partition@10s+3s[:n1.n4], crash:n3@1.2s[+800ms], stall@2s+1500ms "
+                + "or twin:n2@1s+500ms")
+    }
+    return fault
+}
+
+private func variantArgument(_ text: String) throws -> LabVariant {
+    guard let variant = LabVariant(rawValue: text) else {
+        throw ValidationError(
+            "'\(text)' is not a variant: write " + LabVariant.allCases.map(\.rawValue).joined(separator: ", "))
+    }
+    return variant
+}
+
 private func windowArgument(_ text: String) throws -> LabWindow {
     guard let window = LabWindow(parsing: text) else {
         throw ValidationError("'\(text)' is not a partition: write START:LENGTH, e.g. 10s:3s")
@@ -89,12 +115,8 @@ private func windowArgument(_ text: String) throws -> LabWindow {
     return window
 }
 
-/// `natter lab run`: one simulation, its checks and its metrics.
-struct LabRunCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "run",
-        abstract: "Run one simulation and print its report (exit status 1 when a check fails).")
-
+/// The seed and the faults of one run: what `run` and `shrink` share.
+struct LabRunOptions: ParsableArguments {
     @OptionGroup var options: LabOptions
 
     @Option(help: "The seed every decision of the run comes from.")
@@ -125,13 +147,22 @@ struct LabRunCommand: ParsableCommand {
     @Flag(help: "Draw the faults from the seed, as `natter lab sweep` does.")
     var randomFaults = false
 
-    @Flag(help: "Print the report as one JSON object.")
-    var json = false
+    @Option(
+        help: ArgumentHelp(
+            "One fault, timed from the workload's start: partition@10s+3s[:n1.n4], crash:n3@1.2s[+800ms] (restart "
+                + "after), stall@2s+1500ms, twin:n2@1s+500ms (a backup of n2 runs as a second node; repeatable).",
+            valueName: "FAULT"),
+        transform: faultArgument)
+    var fault: [LabFault] = []
 
-    @Option(help: ArgumentHelp("Write a picture of dissemination over time to FILE.", valueName: "FILE"))
-    var svg: String?
+    @Option(
+        help: ArgumentHelp(
+            "A deliberately broken n1, to prove a checker fires: drop-record, early-apply or accept-removed.",
+            valueName: "NAME"),
+        transform: variantArgument)
+    var variant: LabVariant?
 
-    func run() throws {
+    func configuration() throws -> LabConfiguration {
         var configuration = LabConfiguration()
         options.apply(to: &configuration)
         configuration.seed = seed
@@ -142,22 +173,158 @@ struct LabRunCommand: ParsableCommand {
         configuration.stalls = stalls
         configuration.duplicateDials = duplicateDials
         configuration.randomFaults = randomFaults
+        configuration.faults = fault
+        configuration.variant = variant
         if let problem = configuration.problem { throw ValidationError(problem) }
+        return configuration
+    }
+}
+
+/// `natter lab run`: one simulation, its checks and its metrics.
+struct LabRunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run one simulation and print its report (exit status 1 when a check fails).")
+
+    @OptionGroup var runOptions: LabRunOptions
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    @Option(help: ArgumentHelp("Write a picture of dissemination over time to FILE.", valueName: "FILE"))
+    var svg: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Write a message-sequence diagram to FILE: who sent what to whom, when (SVG).", valueName: "FILE"))
+    var msc: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Where the diagram starts, in simulated time since the run began (default: the workload's start).",
+            valueName: "DURATION"),
+        transform: durationArgument)
+    var mscFrom: Duration?
+
+    @Option(
+        help: ArgumentHelp("How much simulated time the diagram shows (default 1s).", valueName: "DURATION"),
+        transform: durationArgument)
+    var mscLength: Duration = .seconds(1)
+
+    @Option(
+        help: ArgumentHelp(
+            "The nodes the diagram draws, in order (default: the first 12): n0,n3,n5.", valueName: "NODES"))
+    var mscNodes: String?
+
+    func run() throws {
+        let configuration = try runOptions.configuration()
+        var window: SequenceWindow?
+        if msc != nil {
+            var nodes: [Int]?
+            if let mscNodes {
+                nodes = try mscNodes.split(separator: ",").map { name in
+                    guard name.hasPrefix("n"), let index = Int(name.dropFirst()), index >= 0 else {
+                        throw ValidationError("'\(name)' is not a node: write n0,n3,n5")
+                    }
+                    return index
+                }
+            }
+            window = SequenceWindow(from: mscFrom, length: mscLength, nodes: nodes)
+        }
         let report: LabReport
         do {
-            report = try Lab.run(configuration)
+            report = try Lab.run(configuration, sequence: window)
         } catch {
             throw fail(error)
         }
         print(json ? report.json : report.text, terminator: "")
+        do {
+            if let svg { try Data(report.svg.utf8).write(to: URL(fileURLWithPath: svg)) }
+            if let msc, let sequence = report.sequence {
+                let title = "Messages: " + configuration.commandLine.replacingOccurrences(of: "natter lab run ", with: "")
+                try Data(sequence.svg(title: title).utf8).write(to: URL(fileURLWithPath: msc))
+            }
+        } catch {
+            throw fail(error)
+        }
+        if !report.passed { throw ExitCode.failure }
+    }
+}
+
+/// `natter lab shrink`: a failing run reduced to a smaller one that fails the same way, and its replay command.
+struct LabShrinkCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "shrink",
+        abstract: "Reduce a failing run's faults and workload to a smaller run that fails the same way.",
+        discussion: """
+            Takes the options of `natter lab run` (a failing sweep line's replay command, with `shrink` for `run`). \
+            Names the faults one by one, then drops faults, halves the duration and the rate, takes nodes away, \
+            keeping each change that still fails with the same checker. Prints each run tried, then the replay \
+            command of the smallest failing run found. Exit status 1 when the given run does not fail.
+            """)
+
+    @OptionGroup var runOptions: LabRunOptions
+
+    @Option(help: "Runs the shrink may spend at most.")
+    var runs: Int = 150
+
+    func run() throws {
+        var shrink = LabShrink(try runOptions.configuration())
+        shrink.runsMax = max(1, runs)
+        let result: LabShrinkResult
+        do {
+            result = try shrink.run { configuration, report, kept in
+                let verdict = report.passed ? "passes" : "fails: \(report.failures.first ?? "")"
+                let line = "\(kept ? "kept " : "tried") \(configuration.commandLine) → \(verdict)"
+                FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            }
+        } catch {
+            throw fail(error)
+        }
+        print(
+            "minimal (\(result.runs) runs, fails on \(result.signature)): \(result.report.failures.first ?? "")")
+        print("replay: \(result.minimal.commandLine)")
+    }
+}
+
+/// `natter lab tradeoff`: one run per push interval; a table and a picture of messages against latency.
+struct LabTradeOffCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tradeoff",
+        abstract: "Run one setting at several push intervals; print a table and draw messages against latency.",
+        discussion: """
+            Takes the options of `natter lab run` (--push-interval is replaced by each of --push-intervals). \
+            Prints one Markdown row per interval as it is measured; --svg draws messages per operation across and \
+            the median, p95 and maximum delivery latency up, with the targets dashed.
+            """)
+
+    @OptionGroup var runOptions: LabRunOptions
+
+    @Option(help: ArgumentHelp("The push intervals to run, in order: 20ms,40ms,80ms.", valueName: "DURATIONS"))
+    var pushIntervals: String = "10ms,20ms,40ms,60ms,80ms,100ms"
+
+    @Option(help: ArgumentHelp("Write the trade-off picture to FILE.", valueName: "FILE"))
+    var svg: String?
+
+    func run() throws {
+        let intervals = try pushIntervals.split(separator: ",").map { try durationArgument(String($0)) }
+        guard !intervals.isEmpty else { throw ValidationError("--push-intervals names no interval") }
+        var tradeOff = LabTradeOff(try runOptions.configuration())
+        print(tradeOff.configuration.commandLine + " --push-interval …")
+        LabTradeOff.tableHeader.forEach { print($0) }
+        do {
+            try tradeOff.run(intervals: intervals) { print(LabTradeOff.row($0)) }
+        } catch {
+            throw fail(error)
+        }
         if let svg {
             do {
-                try Data(report.svg.utf8).write(to: URL(fileURLWithPath: svg))
+                try Data(tradeOff.svg().utf8).write(to: URL(fileURLWithPath: svg))
             } catch {
                 throw fail(error)
             }
         }
-        if !report.passed { throw ExitCode.failure }
+        if tradeOff.points.contains(where: { !$0.report.passed }) { throw ExitCode.failure }
     }
 }
 

@@ -18,7 +18,14 @@ struct SmokeSweepTests {
         for summary in result.summaries where !summary.passed { Issue.record(Comment(rawValue: summary.text)) }
         #expect(result.passed == 20)
         #expect(result.summaryLines.last == "20 passed, 0 failed")
-        // The sweep is not vacuous: faults happened in most seeds.
+        // The sweep is not vacuous: faults happened in most seeds, and the coverage counters show which.
         #expect(faulted >= 15)
+        let totals = result.summaries.map(\.coverage).reduce(into: [String: Int]()) { totals, coverage in
+            for (name, count) in coverage.counts { totals[name, default: 0] += count }
+        }
+        for kind in ["partitions", "crashes", "links cut mid-sync", "raced removals", "re-keys racing a message"] {
+            #expect(totals[kind, default: 0] > 0, "no \(kind) in 20 seeds: \(totals)")
+        }
+        #expect(result.summaryLines.first?.hasPrefix("coverage across 20 seeds: forks 0 (0 seeds), ") == true)
     }
 }

@@ -62,6 +62,38 @@ struct UnitTests {
         #expect(throws: LabError.self) { try LabSimulation(configuration) }
     }
 
+    @Test("faults print as --fault takes them and parse back the same")
+    func faults() {
+        let faults: [LabFault] = [
+            .partition(at: .seconds(10), length: .seconds(3), apart: nil),
+            .partition(at: .milliseconds(1_500), length: .milliseconds(700), apart: [1, 4]),
+            .crash(node: 3, at: .milliseconds(1_200), restartAfter: nil),
+            .crash(node: 3, at: .milliseconds(1_200), restartAfter: .milliseconds(800)),
+            .stall(at: .seconds(2), length: .milliseconds(1_500)),
+            .twin(node: 2, at: .seconds(1), length: .milliseconds(500)),
+        ]
+        #expect(faults.map(\.description) == [
+            "partition@10s+3s", "partition@1500ms+700ms:n1.n4", "crash:n3@1200ms", "crash:n3@1200ms+800ms",
+            "stall@2s+1500ms", "twin:n2@1s+500ms",
+        ])
+        #expect(faults.map { LabFault(parsing: $0.description) } == faults.map(Optional.init))
+        for bad in ["partition@1s", "crash@1s", "crash:x3@1s", "stall@2s", "twin:n2@1s", "flood@1s+1s", "partition@1s+1s:"] {
+            #expect(LabFault(parsing: bad) == nil, "\(bad)")
+        }
+        var configuration = LabConfiguration()
+        configuration.nodes = 5
+        configuration.duration = .seconds(4)
+        configuration.faults = [.crash(node: 7, at: .seconds(1), restartAfter: nil)]
+        #expect(configuration.problem?.contains("names n7") == true)
+        configuration.faults = [.partition(at: .seconds(3), length: .seconds(2), apart: [1])]
+        #expect(configuration.problem?.contains("must heal within the workload") == true)
+        configuration.faults = [.twin(node: 0, at: .seconds(1), length: .seconds(1))]
+        #expect(configuration.problem?.contains("other than n0") == true)
+        configuration.faults = [.partition(at: .seconds(1), length: .seconds(2), apart: nil)]
+        configuration.partitions = [LabWindow(start: .seconds(2), length: .seconds(1))]
+        #expect(configuration.problem?.contains("overlap") == true)
+    }
+
     @Test("the replay command names every option that differs from the defaults")
     func commandLine() {
         var configuration = LabConfiguration()

@@ -89,6 +89,14 @@ struct ConvergencePropertyTests {
                 feeds.map { "\($0.conversation.hex)/\($0.author.hex) \($0.applied) \($0.forkSequence ?? 0)" }
                     .joined(separator: "\n"))
             #expect(feeds.allSatisfy { $0.applied <= $0.stored })
+            // Every record applied in the end was reported applied by some ingest, a fork's rebuild included.
+            let reported = Set(delivery.appliedOrder.compactMap { byID[$0].map { "\($0.header.position)" } })
+            for feed in feeds where feed.applied > 0 {
+                for sequence in 1...feed.applied {
+                    let position = RecordPosition(conversation: feed.conversation, author: feed.author, sequence: sequence)
+                    #expect(reported.contains("\(position)"), "applied but never reported: \(position), seed \(seed)")
+                }
+            }
         }
         #expect(digests.count == 1, "observers disagree for seed \(seed)")
         #expect(states.count == 1, "applied states differ for seed \(seed): \(states)")

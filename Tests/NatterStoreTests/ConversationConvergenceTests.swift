@@ -261,6 +261,32 @@ struct ConversationConvergenceTests {
         return true
     }
 
+    @Test("a reaction that sorts before a concurrent delete of its message, arriving after it, re-derives")
+    func lateReactionToDeletedMessage() throws {
+        // Alice's message, then two more records of hers and her delete of it; Bob reacts to it meanwhile, so his
+        // reaction sorts before the delete. A derivation over everything accepts the reaction and then the delete
+        // wipes it; an engine that took the reaction in after the delete must not refuse it as "message deleted".
+        let alice = try Replica("Alice", seed: 71)
+        let bob = try Replica("Bob", seed: 72)
+        try introduce([alice, bob])
+        let group = try alice.conversations.createGroup(title: "g", members: [bob.id], now: alice.tick())
+        let message = try alice.conversations.send("hello", in: group, now: alice.tick())
+        try bob.pull(from: alice)
+        let reaction = try bob.conversations.react(.like, to: message.id, in: group, now: bob.tick())
+        _ = try alice.conversations.send("one", in: group, now: alice.tick())
+        _ = try alice.conversations.send("two", in: group, now: alice.tick())
+        let delete = try alice.conversations.delete(message.id, in: group, now: alice.tick())
+        #expect(reaction.header.lamport < delete.header.lamport, "the reaction sorts before the delete")
+        let reader = ConversationReader(member: alice.id, keyPair: alice.identity.encryption)
+        let entries = reader.read(try alice.store.appliedRecords(of: group) + [reaction]).entries
+        let context = try alice.conversations.context(for: group)
+        var engine = ConversationEngine(context: context)
+        engine.add(entries.filter { $0.id != reaction.id })
+        engine.add(entries.filter { $0.id == reaction.id })
+        #expect(engine.state == ConversationRules.derive(entries, context: context))
+        #expect(engine.state.rejected[reaction.id] == nil)
+    }
+
     /// Every seed does real work: some of its actions are written, and its converged timelines hold messages.
     @Test("members converge in every seeded scenario", arguments: 0..<500)
     func converge(seed: UInt64) throws {

@@ -19,7 +19,8 @@ public enum ConversationRules {
 }
 
 /// The rules maintained incrementally: entries that come after everything seen so far (the usual case: new
-/// records) are checked and applied on their own; anything that could change an earlier decision — an entry
+/// records) are checked and applied on their own, and content that sorts earlier (concurrent records) is inserted
+/// where it sorts (`Derivation.insertLate`); anything that could change an earlier decision — a control or a delete
 /// earlier in the order, a newly readable entry, or a removal that retracts earlier lines — re-derives from
 /// scratch. Either way the state equals `ConversationRules.derive` of all entries (a property test checks it).
 /// A position in a `ConversationEngine`'s log of changed lines.
@@ -127,6 +128,13 @@ public struct ConversationEngine: Sendable {
             if !late.isEmpty {
                 derivation.absorbLate(late)
                 fresh.removeAll(where: isLate)
+                guard !fresh.isEmpty else { return false }
+            }
+            // Readable content that sorts before what was processed (concurrent records: in a busy group, most
+            // arrivals) goes in at its place, unless it could change a decision already taken.
+            let lateContent = fresh.prefix { $0.position < last }
+            if !lateContent.isEmpty, derivation.insertLate(Array(lateContent)) {
+                fresh.removeFirst(lateContent.count)
                 guard !fresh.isEmpty else { return false }
             }
         }
@@ -363,6 +371,72 @@ struct Derivation: Sendable {
         }
         state.timeline += added.map { state.items[$0.id]! }
         assert(state.timeline.count == order.count, "the timeline mirrors the order")
+    }
+
+    /// Takes in content entries (sorted) that sort before entries already processed, as a derivation over
+    /// everything would; returns false, changing nothing, when one of them could change a decision already taken: a
+    /// control, a delete (reactions sorting after it that were accepted would have been refused), or a reaction to
+    /// a deleted message (the delete may sort after it). Every processed entry that sorts after one of these is
+    /// concurrent with it (the store applies a record only after its dependencies), so none depends on it, and all
+    /// controls are processed already, as a derivation over everything checks them before any content. What else
+    /// depends on order — a message's edits, an author's reactions and receipts — follows the author's own records,
+    /// all earlier and processed. Re-deriving instead cost every snapshot of a busy group its whole history.
+    mutating func insertLate(_ batch: [ConversationEntry]) -> Bool {
+        for entry in batch {
+            switch entry.body {
+            case .content(.delete), .control, .notice, .unreadable, .wronglySealed:
+                return false
+            case .content(.react(let target, _)), .content(.unreact(let target)):
+                if state.message(target)?.deleted == true { return false }
+            case .content, .malformed:
+                continue
+            }
+        }
+        let touchedBefore = touched.count
+        computeDisplayTimes(batch)
+        for entry in batch {
+            switch entry.body {
+            case .content(let operation): checkContent(entry, operation)
+            case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
+            case .control, .notice, .unreadable, .wronglySealed: break  // never reached: refused above
+            }
+        }
+        computeReceipts()
+        // New items join `order` and the timeline where they sort; the items after the first of them move up.
+        let added = batch.filter { state.items[$0.id] != nil }.map(\.position)
+        if let first = added.first {
+            var start = 0
+            var end = order.count
+            while start < end {
+                let middle = (start + end) / 2
+                if order[middle] < first { start = middle + 1 } else { end = middle }
+            }
+            var tailOrder = [EntryPosition]()
+            var tailTimeline = [TimelineItem]()
+            tailOrder.reserveCapacity(order.count - start + added.count)
+            tailTimeline.reserveCapacity(tailOrder.capacity)
+            var old = start
+            var new = 0
+            while old < order.count || new < added.count {
+                if new < added.count, old == order.count || added[new] < order[old] {
+                    tailOrder.append(added[new])
+                    tailTimeline.append(state.items[added[new].id]!)
+                    new += 1
+                } else {
+                    tailOrder.append(order[old])
+                    tailTimeline.append(state.timeline[old])
+                    old += 1
+                }
+            }
+            order.replaceSubrange(start..., with: tailOrder)
+            state.timeline.replaceSubrange(start..., with: tailTimeline)
+            for index in start..<order.count { orderIndex[order[index].id] = index }
+        }
+        for id in Set(touched[touchedBefore...].map(\.id)) {
+            if let index = orderIndex[id], index < state.timeline.count { state.timeline[index] = state.items[id]! }
+        }
+        assert(state.timeline.count == order.count, "the timeline mirrors the order")
+        return true
     }
 
     // MARK: - Display times

@@ -29,7 +29,22 @@ public enum MessageText {
 
     /// Whether `text` is exactly what `clean` would produce (what a valid record must carry).
     public static func isClean(_ text: String) -> Bool {
-        (try? clean(text)).map { $0.utf8.elementsEqual(text.utf8) } ?? false
+        if let ascii = isCleanASCII(text) { return ascii }
+        return (try? clean(text)).map { $0.utf8.elementsEqual(text.utf8) } ?? false
+    }
+
+    /// `isClean` for text of printable ASCII, tabs and newlines (nil for any other text): `clean` removes none of
+    /// those, every one is a character of its own, and only space, tab and newline are trimmed, so the text is clean
+    /// when it does not start or end with one and is within the limits. Every replica checks every message at each
+    /// derivation, and the Unicode property lookups of `clean` were a sixth of a lab run (perf, 2026-11-27).
+    static func isCleanASCII(_ text: String) -> Bool? {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
+            for byte in bytes where !(0x20...0x7E).contains(byte) && byte != 0x09 && byte != 0x0A { return nil }
+            guard let first = bytes.first, let last = bytes.last else { return false }
+            let trimmed: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A }
+            return !trimmed(first) && !trimmed(last)
+                && bytes.count <= min(ConversationLimits.messageBytesMax, ConversationLimits.messageCharactersMax)
+        } ?? nil
     }
 }
 

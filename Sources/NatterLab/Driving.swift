@@ -1,0 +1,194 @@
+import NatterModel
+import NatterNode
+import NatterStore
+
+/// Driving the cores: inputs in, actions carried out, the bounds and the causal order of what they apply checked
+/// as it happens.
+extension Simulation {
+    // MARK: - Feeding the cores
+
+    /// Hands one input to a node's core and carries out its actions.
+    func feed(_ index: Int, _ input: NodeInput) {
+        guard let core = nodes[index].core else { return }
+        perform(index, core.handle(input, now: now))
+    }
+
+    /// Carries out a core's actions, then checks its bounds and schedules its next tick.
+    func perform(_ index: Int, _ actions: [NodeAction]) {
+        let node = nodes[index]
+        var linkUp = false
+        for action in actions {
+            switch action {
+            case .send(let link, let bytes):
+                node.framesSent += 1
+                if phase == .setup {
+                    framesSetup += 1
+                } else {
+                    framesMeasured += 1
+                    bytesMeasured += bytes.count
+                    node.bytesSent += bytes.count
+                }
+                send(index, link, bytes, kind: kind(of: bytes, on: link))
+            case .close(let link):
+                close(index, link)
+            case .event(let event):
+                if case .peerUp = event { linkUp = true }
+                observe(index, event)
+            }
+        }
+        sealed.removeAll(keepingCapacity: true)
+        guard let core = node.core else { return }
+        if configuration.nodeReceipts { learnOwnWrites(index) }
+        // Only a link coming up can raise the number of established peers.
+        if linkUp {
+            let peers = core.connectedPeers.count
+            maxDegreeSeen = max(maxDegreeSeen, peers)
+            if peers > configuration.degreeMax {
+                fail("\(node.name) has \(peers) established peers, above the cap of \(configuration.degreeMax)")
+            }
+        }
+        let buffered = core.causalBufferCount
+        maxCausalBufferSeen = max(maxCausalBufferSeen, buffered)
+        if buffered > core.configuration.causalBufferRecordsMax {
+            fail(
+                "\(node.name) buffers \(buffered) records, above its bound \(core.configuration.causalBufferRecordsMax)"
+            )
+        }
+        breakAfterInput(index)
+        scheduleTick(index)
+    }
+
+    /// Enters in the ledger what node `index` wrote on its own in the group (its receipts and re-keys, chat setting):
+    /// the records of its feed beyond those the ledger knows. A twin's are left out (they are a fork's branch).
+    private func learnOwnWrites(_ index: Int) {
+        guard index < configuration.nodes, let group else { return }
+        let node = nodes[index]
+        do {
+            guard let feed = try node.store.feeds(of: group).first(where: { $0.author == node.author }) else { return }
+            let known = ledger.highestSequence(conversation: group, author: node.author)
+            guard feed.stored > known else { return }
+            let written = try node.store.records(
+                conversation: group, author: node.author, from: known + 1, limit: Int(feed.stored - known))
+            for record in written {
+                let position = ledger.add(
+                    record, author: index, kind: record.header.kind == .commit ? .rekey : .receipt, at: now)
+                // Written after the heal (the messages that settle brings call for receipts): due everywhere too.
+                if phase == .settle {
+                    ledger.setMustReach(position, true)
+                    pendingCopies += nodes.filter { $0.isUp && ledger[position].appliedAt[$0.index] == nil }.count
+                }
+            }
+        } catch {
+            fail("\(node.name): store read failed: \(error)")
+        }
+    }
+
+    /// The kind of message `bytes` carry: the core sealed them (`sealed`), or they are a handshake message or a
+    /// goodbye, which the sessions do not seal.
+    private func kind(of bytes: [UInt8], on link: LinkID) -> String {
+        guard let index = sealed[link]?.firstIndex(where: { $0.bytes == bytes }) else { return "handshake" }
+        return sealed[link]!.remove(at: index).kind
+    }
+
+    private func scheduleTick(_ index: Int) {
+        let node = nodes[index]
+        guard let deadline = node.core?.nextDeadline() else { return }
+        let at = max(deadline, now)
+        if let scheduled = node.tickAt, scheduled <= at { return }
+        if at == now {
+            node.ticksAtSameInstant += 1
+            precondition(node.ticksAtSameInstant < 1_000, "\(node.name) asks for a tick at the same instant forever")
+        } else {
+            node.ticksAtSameInstant = 0
+        }
+        node.tickAt = at
+        node.tickGeneration += 1
+        push(.tick(index, incarnation: node.incarnation, generation: node.tickGeneration), at: at)
+    }
+
+    private func observe(_ index: Int, _ event: NodeEvent) {
+        switch event {
+        case .peerUp(_, let link):
+            nodes[index].failures = 0
+            nodes[index].syncing.insert(link)
+        case .caughtUp(let peer):
+            if let link = nodes[index].core?.connectedPeers[peer] { nodes[index].syncing.remove(link) }
+        case .peerDown(_, let link):
+            nodes[index].syncing.remove(link)
+        case .applied(let refs):
+            for ref in refs { noteApplied(ref, by: index) }
+        case .linkFailed(let link, let reason):
+            // Timeouts are the network's doing; anything else means a core judged an honest peer faulty (a stream
+            // the lab corrupted, or a core bug).
+            if reason != "handshake timed out", !reason.hasPrefix("sync: nothing heard") {
+                honestPeersBlamed += 1
+                firstBlame = firstBlame ?? "\(formatSeconds(now)) \(nodes[index].name) \(link): \(reason)"
+            }
+        case .syncProgress, .conversation, .profile, .notice, .misbehaved, .file, .typing:
+            break
+        }
+    }
+
+    func noteApplied(_ ref: RecordRef, by index: Int) {
+        let node = nodes[index]
+        node.appliedEvents += 1
+        if node.appliedEvents % LabLimits.spotCheckEvery == 0 { spotCheck(ref, on: index) }
+        guard let position = ledger.applied(ref.id, by: index, at: now) else { return }
+        checkCausalOrder(position, on: index)
+        breakOnApplied(position, by: index)
+        if phase == .settle, ledger[position].mustReach, node.isUp {
+            pendingCopies -= 1
+            if pendingCopies == 0 { settled() }
+        }
+    }
+
+    /// Causal delivery, checked for every record applied: each of its dependencies (its feed predecessor and its
+    /// dependency clock, as the ledger knows them) was applied on that node before it. A dependency beyond a fork
+    /// of its feed is exempt: the fork rule applies what depends on it up to the fork.
+    private func checkCausalOrder(_ position: Int, on index: Int) {
+        let entry = ledger[position]
+        for dependency in entry.dependencies where ledger[dependency].appliedAt[index] == nil {
+            if ledger.isBeyondFork(dependency) { continue }
+            let before = ledger[dependency]
+            causalViolations += 1
+            firstCausalViolation =
+                firstCausalViolation
+                ?? "\(formatSeconds(now)) \(nodes[index].name) applied \(entry.kind) \(entry.id) of "
+                + "\(nodes[entry.author].name) before its dependency, \(before.kind) \(before.id) of "
+                + "\(nodes[before.author].name)"
+        }
+    }
+
+    /// The store's guarantee, checked now and then: an applied record's feed predecessor and dependencies are
+    /// applied too.
+    private func spotCheck(_ ref: RecordRef, on index: Int) {
+        let id = ref.id
+        let store = nodes[index].store
+        spotChecks += 1
+        do {
+            guard let record = try store.record(ref) else {
+                fail("\(nodes[index].name) reported \(id) applied but does not hold it")
+                return
+            }
+            let feeds = try store.feeds(of: record.header.conversation)
+            func applied(_ author: AuthorID) -> UInt64 { feeds.first { $0.author == author }?.applied ?? 0 }
+            if applied(record.header.author) < record.header.sequence {
+                fail("\(nodes[index].name) reported \(id) applied beyond its feed's applied prefix")
+            }
+            for dependency in record.header.dependencies where applied(dependency.author) < dependency.sequence {
+                // A dependency beyond a fork of its feed counts up to the fork (the fork rule).
+                if let fork = feeds.first(where: { $0.author == dependency.author })?.forkSequence,
+                    dependency.sequence >= fork
+                {
+                    continue
+                }
+                fail(
+                    "\(nodes[index].name) applied \(id) before its dependency "
+                        + "\(dependency.author)#\(dependency.sequence)"
+                )
+            }
+        } catch {
+            fail("\(nodes[index].name): store read failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,136 @@
+// Goal: the convergence toolkit is trustworthy. Each checker fires on a node broken in the way it watches for (a
+// checker that cannot fail is worthless); a shrink turns a seeded failure into a smaller run that fails the same way
+// and replays; a random-faults seed and its faults named one by one are the same run; the message-sequence diagram
+// is bounded and deterministic; coverage counts what a run did. Method: short seeded runs of the lab, each
+// compared with the same run of correct nodes where that matters.
+import NatterLab
+import Testing
+
+@Suite("Convergence toolkit")
+struct ToolkitTests {
+    /// Jittery links and a brisk workload: records often arrive before a dependency that took another path.
+    static func jittery(seed: UInt64) -> LabConfiguration {
+        var configuration = smallConfiguration(seed: seed, nodes: 8, duration: .seconds(3))
+        configuration.latency = .milliseconds(10)
+        configuration.jitter = .milliseconds(60)
+        configuration.rate = 40
+        return configuration
+    }
+
+    @Test("drop-record: a node that loses a record it applied fails the no-loss checker")
+    func dropRecordFires() throws {
+        var configuration = smallConfiguration(seed: 3, nodes: 6)
+        #expect(try Lab.run(configuration).failures == [])
+        configuration.variant = .dropRecord
+        let report = try Lab.run(configuration)
+        #expect(report.failures.contains { $0.contains("acknowledged record copies lost") && $0.contains("on n1") })
+        #expect(report.faultTrace.contains { $0.contains("variant: n1 drops message") })
+    }
+
+    @Test("early-apply: a node that applies records before their dependencies fails the causal-order checker")
+    func earlyApplyFires() throws {
+        var configuration = Self.jittery(seed: 1)
+        #expect(try Lab.run(configuration).failures == [])
+        configuration.variant = .earlyApply
+        let report = try Lab.run(configuration)
+        #expect(report.failures.contains { $0.hasPrefix("records applied before a dependency: ") && $0.contains("n1 applied") })
+    }
+
+    @Test("accept-removed: a node that accepts a removed member's messages fails the conversation-digest checker")
+    func acceptRemovedFires() throws {
+        var configuration = smallConfiguration(seed: 3, nodes: 6, duration: .seconds(4))
+        configuration.churn = true
+        let correct = try Lab.run(configuration)
+        #expect(correct.failures == [])
+        #expect(correct.coverage.racedRemovals > 0, "a removal was raced by its member's message")
+        configuration.variant = .acceptRemoved
+        let report = try Lab.run(configuration)
+        #expect(report.failures.contains { $0.hasPrefix("conversation digests differ") && $0.contains("{n1:") })
+    }
+
+    @Test("a random-faults seed and its faults named one by one are the same run")
+    func explicitReplay() throws {
+        var configuration = smallConfiguration(seed: 2, nodes: 6, duration: .seconds(3))
+        configuration.randomFaults = true
+        let drawn = try Lab.run(configuration)
+        #expect(!drawn.plan.faults.isEmpty && !drawn.plan.randomFaults)
+        let named = try Lab.run(drawn.plan)
+        #expect(named.logDigest == drawn.logDigest)
+        #expect(named.faultTrace == drawn.faultTrace)
+        #expect(named.text.split(separator: "\n").dropFirst(2) == drawn.text.split(separator: "\n").dropFirst(2))
+        // The explicit command line reads back as the same configuration.
+        let parsed = drawn.plan.faults.map { LabFault(parsing: $0.description) }
+        #expect(parsed == drawn.plan.faults.map(Optional.init))
+    }
+
+    @Test("shrink turns a seeded failure of a broken node into a smaller failing run that replays")
+    func shrinkEarlyApply() throws {
+        var configuration = Self.jittery(seed: 5)
+        configuration.randomFaults = true
+        configuration.variant = .earlyApply
+        var shrink = LabShrink(configuration)
+        shrink.runsMax = 25
+        let result = try shrink.run()
+        #expect(result.signature == "causal order")
+        let minimal = result.minimal
+        #expect(!minimal.randomFaults)
+        #expect(minimal.nodes <= configuration.nodes && minimal.duration <= configuration.duration)
+        #expect(minimal.nodes < configuration.nodes || minimal.duration < configuration.duration)
+        // Its replay command names a run that fails the same way.
+        let replay = try Lab.run(minimal)
+        #expect(LabShrink.signatures(of: replay).contains("causal order"))
+        #expect(replay.configuration.commandLine == minimal.commandLine)
+        #expect(minimal.commandLine.contains("--variant early-apply"))
+    }
+
+    @Test("a passing run has nothing to shrink")
+    func shrinkRefusesPassingRun() {
+        #expect(throws: LabError.self) { try LabShrink(smallConfiguration(seed: 3)).run() }
+    }
+
+    @Test("the message-sequence diagram shows the frames of its window between its nodes, bounded, and the same twice")
+    func sequenceDiagram() throws {
+        let configuration = smallConfiguration(seed: 4, nodes: 5)
+        let window = SequenceWindow(length: .milliseconds(500), nodes: [0, 2, 3])
+        let first = try Lab.run(configuration, sequence: window)
+        let second = try Lab.run(configuration, sequence: window)
+        let log = try #require(first.sequence)
+        #expect(log == second.sequence)
+        #expect(!log.frames.isEmpty && log.frames.count <= LabLimits.sequenceFramesMax)
+        #expect(log.frames.allSatisfy { [0, 2, 3].contains($0.from) && [0, 2, 3].contains($0.to) })
+        #expect(log.frames.allSatisfy { $0.sentAt >= log.start && $0.sentAt < log.start + window.length })
+        #expect(log.frames.allSatisfy { $0.arrivesAt > $0.sentAt })
+        #expect(Set(log.frames.map(\.kind)).isSubset(of: ["records", "priority-records", "prune", "credit",
+            "priority-credit", "request", "reroute", "leaving", "ping", "summary", "heads", "done", "handshake"]))
+        let svg = log.svg(title: "test")
+        #expect(svg == second.sequence?.svg(title: "test"))
+        #expect(svg.hasPrefix("<svg") && svg.count < 2_000_000)
+        // Drawing the diagram does not change the run.
+        #expect(first.logDigest == (try Lab.run(configuration)).logDigest)
+    }
+}
+
+@Suite("Push-interval trade-off")
+struct TradeOffTests {
+    @Test("one run per interval, a row and a point each, the same picture twice")
+    func tradeOff() throws {
+        var configuration = smallConfiguration(seed: 2, nodes: 5, duration: .seconds(2))
+        configuration.latency = .milliseconds(50)
+        configuration.jitter = .zero
+        configuration.rate = 40
+        var first = LabTradeOff(configuration)
+        try first.run(intervals: [.milliseconds(10), .milliseconds(80)])
+        var second = LabTradeOff(configuration)
+        try second.run(intervals: [.milliseconds(10), .milliseconds(80)])
+        #expect(first.points.map(\.report.passed) == [true, true])
+        #expect(first.points.map(\.report.configuration.pushInterval) == [.milliseconds(10), .milliseconds(80)])
+        #expect(first.points.map { LabTradeOff.row($0) } == second.points.map { LabTradeOff.row($0) })
+        let svg = first.svg()
+        #expect(svg == second.svg())
+        #expect(svg.components(separatedBy: "<circle").count - 1 == 2)
+        // Each interval's run is the run with that --push-interval.
+        var direct = configuration
+        direct.pushInterval = .milliseconds(80)
+        #expect(try Lab.run(direct).logDigest == first.points[1].report.logDigest)
+    }
+}
