@@ -397,7 +397,7 @@ struct Derivation: Sendable {
         for entry in batch {
             switch entry.body {
             case .content(let operation): checkContent(entry, operation)
-            case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
+            case .malformed(let reason): reject(entry, "malformed: \(reason)")
             case .control, .notice, .unreadable, .wronglySealed: break  // never reached: refused above
             }
         }
