@@ -9,12 +9,23 @@ public struct ReceiptConfiguration: Sendable, Equatable {
     /// The wait after the first message that calls for a receipt, so that one receipt covers a burst.
     public var delay: Duration = .milliseconds(150)
     /// The least time between two receipts of one conversation while messages keep arriving: a receipt is a marker
-    /// ("up to here"), so one per interval covers every message of it.
+    /// ("up to here"), so one per interval covers every message of it. It grows with the conversation's members
+    /// (`interval(members:)`): each receipt goes to every member, so a group of n would otherwise cost n² records
+    /// a second network-wide; with the interval proportional to n it costs O(n), and a two-person chat stays snappy.
     public var interval: Duration = .milliseconds(150)
+    /// What each member beyond the first adds to the interval (25 members: about 2 s; 64: about 5 s).
+    public var intervalPerMember: Duration = .milliseconds(80)
+    /// The longest interval, however large the group: statuses never lag more than this behind.
+    public var intervalMax: Duration = .seconds(10)
     /// The wait before a re-key this node is due to make (after a leave, or concurrent commits).
     public var rekeyDelay: Duration = .milliseconds(150)
 
     public init() {}
+
+    /// The least time between two receipts of a conversation of `members` people.
+    public func interval(members: Int) -> Duration {
+        min(intervalMax, max(interval, intervalPerMember * max(0, members - 1)))
+    }
 }
 
 /// The timing of the node's own automatic writes, as a pure machine: needs in (a conversation has messages past
@@ -30,14 +41,22 @@ struct AutomaticWrites {
         var rekey = false
     }
 
+    /// When the last receipt of a conversation was written, and the interval that applies to it.
+    private struct Last {
+        var at: Duration
+        var interval: Duration
+    }
+
     /// The most conversations with a write due: a bound on the memory (beyond it, needs wait for the next refresh
     /// that names them; a node is rarely a member of this many conversations at once).
     static let conversationsMax = 4_096
 
     let configuration: ReceiptConfiguration
     private var due: [ConversationID: Due] = [:]
-    /// When the last receipt of each conversation was written (entries older than `interval` are dropped).
-    private var lastReceipt: [ConversationID: Duration] = [:]
+    /// When the last receipt of each conversation was written (entries older than their interval are dropped).
+    private var lastReceipt: [ConversationID: Last] = [:]
+    /// Each conversation's interval, as last told (`receiptNeeded`).
+    private var intervals: [ConversationID: Duration] = [:]
 
     init(configuration: ReceiptConfiguration) {
         self.configuration = configuration
@@ -46,15 +65,17 @@ struct AutomaticWrites {
     /// When the next write is due.
     var nextDeadline: Duration? { due.values.map(\.at).min() }
 
-    /// A receipt is needed in `conversation` (`read` when its user views it, else "delivered").
-    mutating func receiptNeeded(in conversation: ConversationID, read: Bool, now: Duration) {
+    /// A receipt is needed in `conversation` of `members` people (`read` when its user views it, else
+    /// "delivered").
+    mutating func receiptNeeded(in conversation: ConversationID, read: Bool, members: Int, now: Duration) {
         guard configuration.enabled else { return }
         var at = now + configuration.delay
-        if let last = lastReceipt[conversation] { at = max(at, last + configuration.interval) }
+        if let last = lastReceipt[conversation] { at = max(at, last.at + last.interval) }
         guard var entry = due[conversation] ?? (due.count < Self.conversationsMax ? Due(at: at) : nil) else { return }
         if read { entry.read = true } else { entry.delivered = true }
         entry.at = min(entry.at, at)
         due[conversation] = entry
+        intervals[conversation] = configuration.interval(members: members)
     }
 
     /// The rules make it this node's duty to re-key `conversation`.
@@ -70,15 +91,10 @@ struct AutomaticWrites {
     /// This node wrote a record in `conversation` at `now`: its dependencies say what it holds, so a due
     /// "delivered" is covered; a read receipt covers "read" too.
     mutating func wrote(in conversation: ConversationID, readReceipt: Bool, now: Duration) {
-        guard var entry = due[conversation] else {
-            if readReceipt { lastReceipt[conversation] = now }
-            return
-        }
+        if readReceipt { noteReceipt(in: conversation, now: now) }
+        guard var entry = due[conversation] else { return }
         entry.delivered = false
-        if readReceipt {
-            entry.read = false
-            lastReceipt[conversation] = now
-        }
+        if readReceipt { entry.read = false }
         due[conversation] = entry.read || entry.rekey ? entry : nil
     }
 
@@ -97,9 +113,14 @@ struct AutomaticWrites {
             } else if entry.delivered {
                 receipts.append(.markDelivered(conversation))
             }
-            if entry.read || entry.delivered { lastReceipt[conversation] = now }
+            if entry.read || entry.delivered { noteReceipt(in: conversation, now: now) }
         }
-        lastReceipt = lastReceipt.filter { now - $0.value < configuration.interval }
+        lastReceipt = lastReceipt.filter { now - $0.value.at < $0.value.interval }
+        intervals = intervals.filter { due[$0.key] != nil || lastReceipt[$0.key] != nil }
         return rekeys + receipts
+    }
+
+    private mutating func noteReceipt(in conversation: ConversationID, now: Duration) {
+        lastReceipt[conversation] = Last(at: now, interval: intervals[conversation] ?? configuration.interval)
     }
 }

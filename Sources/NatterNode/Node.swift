@@ -522,6 +522,10 @@ public actor Node: Service {
     }
 
     private func tick() async {
+        // What arrived while the actor was busy is taken in first: a peer whose bytes wait in the inbox is alive,
+        // and its session's liveness check must see them before it runs (a busy node is not a crashed one).
+        let ready = inbox.takeReady()
+        if !ready.isEmpty { handle(ready) }
         perform(core.handle(.tick, now: now))
         if bulkRefreshDue { refresh() }
         if let end = banEndsAt, end <= now { enforceBans() }

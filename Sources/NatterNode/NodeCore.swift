@@ -238,10 +238,11 @@ public final class NodeCore {
             automatic.rekeyNeeded(in: conversation, now: now)
         }
         let marks = state.receipts[me]
+        let members = state.members.count
         if viewing == conversation, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
-            automatic.receiptNeeded(in: conversation, read: true, now: now)
+            automatic.receiptNeeded(in: conversation, read: true, members: members, now: now)
         } else if state.hasMessages(beyond: marks?.delivered ?? VectorClock(), viewer: me) {
-            automatic.receiptNeeded(in: conversation, read: false, now: now)
+            automatic.receiptNeeded(in: conversation, read: false, members: members, now: now)
         }
     }
 

@@ -54,6 +54,9 @@ final class TransportInbox: Sendable {
         }
     }
 
+    /// Every waiting event, joined, without waiting (empty when none).
+    func takeReady() -> [TCPTransport.Event] { takeAll() }
+
     private func takeAll() -> [TCPTransport.Event] {
         Self.join(state.withLock { state in
             defer { state.events = [] }

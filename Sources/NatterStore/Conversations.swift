@@ -118,6 +118,9 @@ public final class Conversations: Sendable {
         var everMember = Set(state.members.keys)
         if let creator = state.creator { everMember.insert(creator) }
         for epoch in state.epochs.values { everMember.formUnion(epoch.roster) }
+        // Every applied record is in the engine: with no author outside the rosters there is nothing to ask the
+        // store (the usual case, checked after every refresh of a busy group).
+        guard snapshot.engine.hasAuthor(outside: everMember) else { return [] }
         return try store.liveFeeds(of: conversation).filter {
             $0.applied > 0 && !everMember.contains($0.author)
         }

@@ -30,6 +30,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Benchmark the conversation queries instead: list and open with --messages across --conversations.")
     var queries = false
 
+    @Flag(help: "Benchmark group commits instead: create, add, remove and re-key at 3, 25, 64 and 256 members.")
+    var commits = false
+
     @Flag(help: "Benchmark full-text search instead: the --queries store, then searches (newest 50 hits each).")
     var search = false
 
@@ -94,6 +97,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if search {
             try runSearch()
+            return
+        }
+        if commits {
+            try runCommits()
             return
         }
         if latencyPeer, let peerDirectory {
@@ -255,6 +262,17 @@ struct BenchCommand: AsyncParsableCommand {
         print("list conversations   " + quantiles(result.listMillis))
         print("open (last 50)       " + quantiles(result.openMillis))
         print("filter the list      " + quantiles(result.filterMillis))
+    }
+
+    private func runCommits() throws {
+        let rows = try GroupCommitBench(sizes: [3, 25, 64, 256], rounds: 5).run()
+        print("natter bench --commits: medians of 5 rounds; apply = a member ingests the commit and updates its tables")
+        print("members  commit   bytes (cap \(Limits.recordBytesMax))   seal+store ms   apply ms")
+        for row in rows {
+            print(
+                "\(row.members)".leftPadded(7) + "  " + row.operation.padding(toLength: 7, withPad: " ", startingAt: 0)
+                    + "\(row.bytes)".leftPadded(8) + String(format: "%25.2f %10.2f", row.sealMillis, row.applyMillis))
+        }
     }
 
     private func runSearch() throws {

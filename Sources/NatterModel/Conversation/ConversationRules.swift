@@ -81,6 +81,11 @@ public struct ConversationEngine: Sendable {
     /// while it waits for the re-key `SlotRepair` assigns (the key then arrives through that commit's history chain).
     public var wronglySealed: [RecordID] { derivation.wronglySealed }
 
+    /// Whether some entry added to the engine is by an author outside `people`: O(authors), no entry visited.
+    public func hasAuthor(outside people: Set<AuthorID>) -> Bool {
+        derivation.bySequence.keys.contains { !people.contains($0) }
+    }
+
     /// The id and position of a record added to the engine (a line's record), or nil.
     public func ref(of id: RecordID) -> RecordRef? {
         bodies[id].map { RecordRef(id: id, position: $0.header.position) }

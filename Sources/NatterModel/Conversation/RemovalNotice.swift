@@ -1,6 +1,6 @@
 public import NatterCrypto
 
-/// The notice of a removal commit (docs/protocol.md §10.2, form 4; why: docs/decisions/0009-removal-notice.md).
+/// The notice of a removal commit (docs/protocol.md §10.2, form 4; why: docs/decisions/0010-removal-notice.md).
 ///
 /// A removal opens an epoch sealed only to the members who stay, so without more the members it removes could not
 /// read it and would not learn they were removed. The notice makes its operation — who removed whom — readable by
