@@ -228,10 +228,11 @@ public final class NodeCore {
         let state = snapshot.state
         let me = identity.author
         guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
-        // A re-key is due when no epoch matches the roster and the rules name this node, or when a commit sealed a
-        // member a key that does not open it and `SlotRepair` names this node (`try?`: an unreadable store is
-        // asked again at the next refresh).
-        if (state.currentEpoch == nil && state.rekeyDuty == me)
+        // A re-key is due when the rules name this node and it would change something (`owesRekey`: no epoch matches
+        // the roster, or it can merge a head that leaves out a member), or when a commit sealed a member a key that
+        // does not open it and `SlotRepair` names this node (`try?`: an unreadable store is asked again at the next
+        // refresh).
+        if snapshot.owesRekey
             || (try? conversations.owesSlotRepair(in: conversation)) == true
         {
             automatic.rekeyNeeded(in: conversation, now: now)

@@ -43,6 +43,11 @@ public struct ConversationSnapshot: Sendable {
     /// Whether this identity is no member any more: the rules say so (it left, or read the notice of its removal), or
     /// a commit sealed after us cannot be opened here (`ConversationEngine.isLockedOut`).
     public var lockedOut: Bool { (state.exists && state.members[viewer] == nil) || engine.isLockedOut }
+
+    /// Whether this node should write the re-key the rules owe from it (`ConversationState.owesRekey`).
+    public var owesRekey: Bool {
+        !lockedOut && state.owesRekey(viewer, holding: { keys[$0] != nil })
+    }
 }
 
 /// What `Conversations` keeps in memory per conversation so that reading new records costs only those records.

@@ -305,14 +305,7 @@ struct ConversationConvergenceTests {
 
     /// Seeds that find a divergence not mended yet, and what it is. (A seed listed here that no longer diverges fails
     /// the test: take it out.)
-    static let knownDivergences: [UInt64: String] = [
-        468: "ConversationEngine: fed a fifth of the content as unreadable, the incremental state differs from a "
-            + "rebuild after 19 of 21 records (absorbLate); found once members act in most steps (issue 17 point 9)",
-        // Since the merge of key slots (commit form 3, issue 19): after the heal and re-keys, a member holds records it
-        // cannot read that another member reads (same roster). These seeds passed with this scenario before it.
-        10: "a member cannot read 4 records another member reads (same roster; a reply to a message it lacks)",
-        201: "a member cannot read 7 records another member reads (same roster)",
-    ]
+    static let knownDivergences: [UInt64: String] = [:]
 
     /// Floors of real work per seed: over seeds 0..<500 the fewest records written by one seed is 2, and every seed's
     /// timelines hold a message (the direct conversation's first "hi" at least).

@@ -95,6 +95,31 @@ struct ConversationTests {
         #expect(view.count == 2 && view.allSatisfy { if case .read = $0.state { true } else { false } })
     }
 
+    /// An add concurrent with a re-key (ConversationConvergenceTests seeds 10 and 201): the re-key's epoch is a head
+    /// sealed without the member added, so only a merge re-key lets that member read what was written under it. The
+    /// rules owe it; the member owed it re-keys once (`owesRekey`), and then everyone agrees.
+    @Test("an add concurrent with a re-key: the re-key owed merges the heads, and the newcomer reads everything")
+    func addConcurrentWithRekey() throws {
+        let (people, chat) = try group(["Alice", "Bob", "Carol"], seed: 40)
+        let dave = try Replica("Dave", seed: 43)
+        let everyone = people + [dave]
+        try introduce(everyone)
+        try people[0].conversations.add([dave.id], to: chat, now: people[0].tick())
+        try people[1].conversations.rekey(chat, now: people[1].tick())
+        let said = try people[1].conversations.send("under my re-key", in: chat, now: people[1].tick())
+        try syncAll(everyone)
+        let duty = try #require(try people[0].state(chat).rekeyDuty)
+        let owed = try everyone.filter { try $0.conversations.snapshot(of: chat).owesRekey }
+        #expect(owed.map(\.id) == [duty] && duty != dave.id)
+        #expect(try dave.state(chat).unreadable.contains(said.id))
+        try owed[0].conversations.rekey(chat, now: owed[0].tick())
+        try syncAll(everyone)
+        #expect(try dave.texts(chat) == ["under my re-key"])
+        #expect(try everyone.allSatisfy { try !$0.conversations.snapshot(of: chat).owesRekey })
+        let digests = try Set(everyone.map { try $0.state(chat).digest() })
+        #expect(digests.count == 1)
+    }
+
     @Test("system messages for create, add, remove, rename and role change, in order")
     func systemMessages() throws {
         let (people, chat) = try group(["Alice", "Bob", "Carol"], seed: 20)

@@ -78,9 +78,10 @@ extension ConversationState {
             add(receipts[reader]!.read)
         }
         add("rejected")
-        for id in rejected.keys.sorted() {
+        let shared = sharedRejections
+        for id in shared.keys.sorted() {
             add(id.bytes)
-            add(rejected[id]!)
+            add(shared[id]!)
         }
         return Blake2b.hash(out, outputBytes: 32)
     }

@@ -283,6 +283,10 @@ struct Derivation: Sendable {
     var bySequence: [AuthorID: [UInt64: RecordID]] = [:]
     private var foldCache: [[Bool]: GroupFold] = [:]
     private var contentValid: [ConversationEntry] = []
+    /// Content that a valid removal of its author, concurrent with it, would retract if it became known: every
+    /// content entry that passed `standingProblem` (accepted, or rejected for a later reason, such as a reply to a
+    /// message this reader cannot read: a retraction replaces that reason).
+    private var retractable: [ConversationEntry] = []
     private var contentByID: [RecordID: ConversationEntry] = [:]
     private var order: [EntryPosition] = []
     /// Each timeline item's index in `order` (and in `state.timeline`).
@@ -305,7 +309,8 @@ struct Derivation: Sendable {
     }
 
     /// Whether `batch` (sorted, after everything processed) can be applied without revisiting earlier decisions:
-    /// no control in it may retract content already accepted (strong removal reaching back).
+    /// no control in it may retract content already decided (strong removal reaching back) — accepted, or rejected
+    /// for a reason the retraction check comes before (`retractable`).
     func canAppend(_ batch: [ConversationEntry]) -> Bool {
         for entry in batch {
             let operation: ControlOperation
@@ -319,7 +324,7 @@ struct Derivation: Sendable {
             case .leave: removed = [entry.author]
             default: continue
             }
-            if contentValid.contains(where: { removed.contains($0.author) && $0.isConcurrent(with: entry) }) {
+            if retractable.contains(where: { removed.contains($0.author) && $0.isConcurrent(with: entry) }) {
                 return false
             }
         }
@@ -342,7 +347,7 @@ struct Derivation: Sendable {
             case .unreadable, .wronglySealed:
                 noteUnreadable(entry)
             case .malformed(let reason):
-                state.rejected[entry.id] = "malformed: \(reason)"
+                reject(entry, "malformed: \(reason)")
             case .content:
                 break
             }
@@ -397,7 +402,7 @@ struct Derivation: Sendable {
         for entry in batch {
             switch entry.body {
             case .content(let operation): checkContent(entry, operation)
-            case .malformed(let reason): state.rejected[entry.id] = "malformed: \(reason)"
+            case .malformed(let reason): reject(entry, "malformed: \(reason)")
             case .control, .notice, .unreadable, .wronglySealed: break  // never reached: refused above
             }
         }
@@ -508,6 +513,17 @@ struct Derivation: Sendable {
         }
     }
 
+    /// Records `entry` as rejected for `reason`, with the epoch whose key reading it took (`rejectedUnder`): its
+    /// own for an epoch-opening commit, else the one its header names.
+    mutating func reject(_ entry: ConversationEntry, _ reason: String) {
+        state.rejected[entry.id] = reason
+        if case .control(_, .some) = entry.body {
+            state.rejectedUnder[entry.id] = EpochID(raw: entry.id.raw)
+        } else {
+            state.rejectedUnder[entry.id] = entry.header.epoch
+        }
+    }
+
     // MARK: - Control records
 
     /// Checks a control record and applies it if valid. `notice`: this identity read a removal through its notice
@@ -516,7 +532,7 @@ struct Derivation: Sendable {
         _ entry: ConversationEntry, _ operation: ControlOperation, _ opening: EpochOpening?, notice: Bool = false
     ) {
         if let reason = controlProblem(entry, operation, opening, notice: notice) {
-            state.rejected[entry.id] = reason
+            reject(entry, reason)
             return
         }
         valid.append(ValidControl(entry: entry, operation: operation, opening: opening))
@@ -688,15 +704,38 @@ struct Derivation: Sendable {
             }
         }
         state.currentEpoch = candidates.min()
-        state.rekeyDuty = state.currentEpoch == nil && !roster.isEmpty ? roster.first : nil
+        state.rekeyDuty = rekeyDuty(roster: roster)
+    }
+
+    /// Who must re-key, or nil. A re-key is due when no epoch matches the roster, and also when some epoch head
+    /// leaves out a member (concurrent commits: an add beside a re-key, two adds): a member reads an epoch only
+    /// through its own slot or the history chain of a later epoch it holds, so a head sealed without it stays
+    /// unreadable to it for good while the others read it, and their states differ (their rejections follow what
+    /// they read). The re-key chains every head its author holds. The duty falls to the member in the most heads
+    /// (ties: the smallest identity), who holds their keys: with no concurrency that is the smallest member, as
+    /// before. Heads with no member left count for nothing (nobody can chain them, and nobody still reads them).
+    /// Each such re-key leaves fewer heads without someone, so the duty ends.
+    func rekeyDuty(roster: [AuthorID]) -> AuthorID? {
+        guard !roster.isEmpty else { return nil }
+        let heads = state.epochHeads.compactMap { state.epochs[$0].map { Set($0.roster) } }
+            .filter { head in roster.contains(where: head.contains) }
+        let leavesOut = heads.contains { head in !roster.allSatisfy(head.contains) }
+        guard state.currentEpoch == nil || leavesOut else { return nil }
+        let held = roster.map { member in (member, heads.filter { $0.contains(member) }.count) }
+        return held.max { a, b in a.1 != b.1 ? a.1 < b.1 : a.0 > b.0 }?.0
     }
 
     // MARK: - Content records
 
     mutating func checkContent(_ entry: ConversationEntry, _ operation: ContentOperation) {
         let before = stateBefore(entry)
-        if let reason = contentProblem(entry, operation, before) {
-            state.rejected[entry.id] = reason
+        var problem = standingProblem(entry, before)
+        if problem == nil {
+            retractable.append(entry)
+            problem = operationProblem(entry, operation, before)
+        }
+        if let reason = problem {
+            reject(entry, reason)
             if reason.hasPrefix("retracted"), let message = newMessage(entry, operation) {
                 state.retracted[entry.id] = message
                 touched.append(LineTouch(id: entry.id, change: .retracted))
@@ -763,9 +802,21 @@ struct Derivation: Sendable {
     mutating func contentProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
         -> String?
     {
+        standingProblem(entry, before) ?? operationProblem(entry, operation, before)
+    }
+
+    /// Whether the author may write at all where `entry` stands: a member, not removed concurrently (retracted).
+    func standingProblem(_ entry: ConversationEntry, _ before: GroupFold) -> String? {
         guard before.kind != nil else { return "no conversation at this point" }
         guard before.members[entry.author] != nil else { return "not a member at this point" }
         if isRemoved(entry.author, concurrentWith: entry) { return "retracted: the author was removed concurrently" }
+        return nil
+    }
+
+    /// The rules for the operation itself, once the author's standing is checked.
+    mutating func operationProblem(_ entry: ConversationEntry, _ operation: ContentOperation, _ before: GroupFold)
+        -> String?
+    {
         if let problem = epochProblem(entry, before) { return problem }
         func ownMessage(_ target: RecordID) -> String? {
             guard let message = state.message(target), let targetEntry = contentByID[target],

@@ -105,21 +105,48 @@ public struct ConversationState: Hashable, Sendable {
     public internal(set) var currentEpoch: EpochID?
     /// Epochs that are not an ancestor of another epoch: more than one means concurrent commits.
     public internal(set) var epochHeads: [EpochID] = []
-    /// The member expected to re-key when no epoch matches the roster (after a leave, or concurrent commits):
-    /// the smallest identity among the members.
+    /// The member expected to re-key when no epoch matches the roster (after a leave, or concurrent commits), or
+    /// when an epoch head leaves out a member (`Derivation.rekeyDuty`): the member in the most heads, ties by the
+    /// smallest identity (with no concurrency, the smallest identity among the members).
     public internal(set) var rekeyDuty: AuthorID?
     /// Messages and system events in display order: (Lamport number, record id).
     public internal(set) var timeline: [TimelineItem] = []
     /// message → person → reaction.
     public internal(set) var reactions: [RecordID: [AuthorID: Reaction]] = [:]
     public internal(set) var receipts: [AuthorID: ReaderMarks] = [:]
-    /// Records every member rejects, with the rule they broke.
+    /// Records this reader rejects, with the rule they broke. Every member who reads a record rejects it alike; a
+    /// record under the key of no valid epoch (a rejected epoch-opening commit, or what was written under its key)
+    /// is read only by those it was sealed to, so the digest leaves it out (`sharedRejections`).
     public internal(set) var rejected: [RecordID: String] = [:]
+    /// For each rejected record, the epoch whose key reading it took: its own for an epoch-opening commit.
+    var rejectedUnder: [RecordID: EpochID] = [:]
     /// Messages that were valid until a late record (a concurrent removal of their author) invalidated them:
     /// shown as "retracted", never silently dropped (SPEC F4). Not part of `timeline`.
     public internal(set) var retracted: [RecordID: TimelineMessage] = [:]
     /// Records this reader cannot decrypt.
     public internal(set) var unreadable: Set<RecordID> = []
+
+    /// The rejections every member holds alike: of records under a valid epoch's key, which every member holds
+    /// once the re-keys the rules owe are in (every epoch is an ancestor of a head, every head holds every member).
+    /// A rejected epoch-opening commit opens no epoch, so no later epoch chains its key: a member who was not sealed
+    /// it (added after it was written) never reads it, while those it was sealed to reject it (issue 17 point 9,
+    /// seed 466 of ConversationConvergenceTests).
+    public var sharedRejections: [RecordID: String] {
+        rejected.filter { id, _ in rejectedUnder[id].map { epochs[$0] != nil } ?? true }
+    }
+
+    /// Whether `member`, holding the keys of the epochs `holds` says, should write the re-key the rules owe
+    /// (`rekeyDuty`): always when no epoch matches the roster; when one does but a head leaves out a member, only if
+    /// its re-key would merge something — it holds the keys of two heads, or of a head that leaves someone out. A
+    /// head it was sealed a wrong key for stays a head until `SlotRepair`'s re-key chains it; re-keying meanwhile
+    /// would change nothing, and would be owed again at every refresh.
+    public func owesRekey(_ member: AuthorID, holding holds: (EpochID) -> Bool) -> Bool {
+        guard rekeyDuty == member, members[member] != nil else { return false }
+        guard currentEpoch != nil else { return true }
+        let roster = Set(members.keys)
+        let held = epochHeads.filter(holds)
+        return held.count > 1 || held.contains { !roster.isSubset(of: epochs[$0]?.roster ?? []) }
+    }
 
     public var exists: Bool { kind != nil }
     public var isDirect: Bool { kind == .direct }
@@ -148,7 +175,8 @@ public struct ConversationState: Hashable, Sendable {
         lhs.kind == rhs.kind && lhs.title == rhs.title && lhs.creator == rhs.creator && lhs.members == rhs.members
             && lhs.epochs == rhs.epochs && lhs.currentEpoch == rhs.currentEpoch && lhs.timeline == rhs.timeline
             && lhs.reactions == rhs.reactions && lhs.receipts == rhs.receipts && lhs.rejected == rhs.rejected
-            && lhs.unreadable == rhs.unreadable && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
+            && lhs.rejectedUnder == rhs.rejectedUnder && lhs.unreadable == rhs.unreadable
+            && lhs.rekeyDuty == rhs.rekeyDuty && lhs.epochHeads == rhs.epochHeads
             && lhs.retracted == rhs.retracted
             && lhs.readReceipts.mapValues { $0.map(\.readUpTo) } == rhs.readReceipts.mapValues { $0.map(\.readUpTo) }
             && lhs.readReceipts.mapValues { $0.map(\.atMillis) } == rhs.readReceipts.mapValues { $0.map(\.atMillis) }
