@@ -30,11 +30,17 @@ struct LinkTable {
     private enum Link {
         case handshaking(LinkHandshake, openedAt: Duration)
         case established(Established)
+        /// Replaced by a newer link to the same peer: silent (what arrives on it is ignored) and left open until the
+        /// peer closes it or `closeAt` passes. The peer replaces it too when its side of the new handshake completes;
+        /// had this side closed it at once, that close could reach the peer first (two connections keep no order
+        /// between them) and the peer would see the person go offline and come back.
+        case replaced(closeAt: Duration)
     }
 
     /// What a finished handshake means for the link table (`admit`).
     enum Completion {
-        /// The link is to be established; `replaced` is an older link to the same peer it replaces (forgotten here).
+        /// The link is to be established; `replaced` is an older link to the same peer it replaces (no longer
+        /// established here: it is closed later, `Link.replaced`).
         case established(replaced: LinkID?)
         /// A link to this node's own identity (it dialled itself, e.g. through its own beacon).
         case connectedToItself
@@ -116,6 +122,7 @@ struct LinkTable {
             case .established(let established):
                 if let deadline = established.session.nextDeadline() { deadlines.append(deadline) }
                 if let closeAt = established.closeAt { deadlines.append(closeAt) }
+            case .replaced(let closeAt): deadlines.append(closeAt)
             }
         }
         return deadlines.min()
@@ -148,9 +155,13 @@ struct LinkTable {
 
     /// A handshake finished with `peer`: applies the rules of who may be linked (not itself, not a refused peer,
     /// one link per peer). When both sides dialled, both ends keep the link dialled by the smaller identity; a redial
-    /// by the same side replaces the old link, which is probably dead (forgotten here: the caller reports and closes
-    /// it). A link refused here is forgotten; one admitted is established by `establish`.
-    mutating func admit(_ id: LinkID, peer: AuthorID, me: AuthorID, refused: Set<AuthorID>) -> Completion {
+    /// by the same side replaces the old link, which is probably dead (no longer established here: the caller reports
+    /// it down and closes it with `closeReplaced` — at once on the responder's side, on the initiator's when the peer
+    /// closes it or `replacedGrace` from `now`). A link
+    /// refused here is forgotten; one admitted is established by `establish`.
+    mutating func admit(
+        _ id: LinkID, peer: AuthorID, me: AuthorID, refused: Set<AuthorID>, now: Duration, replacedGrace: Duration
+    ) -> Completion {
         if peer == me {
             remove(id)
             return .connectedToItself
@@ -166,7 +177,10 @@ struct LinkTable {
                 remove(id)
                 return .duplicate
             }
-            remove(existingID)
+            // The initiator's side completes first (it sends message 3): it waits for the responder, which closes
+            // the old link on completing (by then both ends hold the new one), or for the grace to pass.
+            links[existingID] = .replaced(closeAt: roles[id] == .initiator ? now + replacedGrace : now)
+            roles[existingID] = nil
             replaced = existingID
         }
         return .established(replaced: replaced)
@@ -272,6 +286,15 @@ struct LinkTable {
         if let goodbye = try? established.channel.sendGoodbye() { out.append(.send(id, goodbye)) }
         remove(id)
         return out + [.event(.peerDown(established.peer, id)), .close(id)]
+    }
+
+    /// Closes the replaced links whose grace has passed (`Link.replaced`).
+    mutating func closeReplaced(now: Duration) -> [NodeAction] {
+        let due = links.compactMap { id, link -> LinkID? in
+            if case .replaced(let closeAt) = link, now >= closeAt { id } else { nil }
+        }
+        for id in due { remove(id) }
+        return due.sorted().map { .close($0) }
     }
 
     /// Ends every link: the goodbye on each established one (so the peer tells this close from a crash or a cut),

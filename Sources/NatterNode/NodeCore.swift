@@ -300,7 +300,10 @@ public final class NodeCore {
     private func establish(_ id: LinkID, _ done: LinkEstablished, handshake: Duration, now: Duration) -> [NodeAction] {
         let peer = AuthorID(done.peer)
         let replaced: LinkID?
-        switch links.admit(id, peer: peer, me: identity.author, refused: refusedPeers) {
+        let admitted = links.admit(
+            id, peer: peer, me: identity.author, refused: refusedPeers, now: now,
+            replacedGrace: configuration.handshakeTimeout)
+        switch admitted {
         case .connectedToItself:
             return [.event(.linkFailed(id, "connected to itself")), .close(id)]
         case .refused, .duplicate:
@@ -320,9 +323,11 @@ public final class NodeCore {
             LinkTable.Established(
                 peer: peer, initiatedBy: links.initiator(of: id, peer: peer, me: identity.author),
                 channel: done.channel, session: session, handshake: handshake))
-        // The new link is up before the one it replaces goes down: the peer never looks offline in between.
+        // The new link is up before the one it replaces goes down: the peer never looks offline in between. The old
+        // one is closed now by the link's responder, and by its initiator only when the responder has closed it or
+        // a handshake timeout has passed (`LinkTable.Link.replaced`).
         var out: [NodeAction] = [.event(.peerUp(peer, id))]
-        if let replaced { out += [.event(.peerDown(peer, replaced)), .close(replaced)] }
+        if let replaced { out += [.event(.peerDown(peer, replaced))] + links.closeReplaced(now: now) }
         out += syncActions(id, start, now: now)
         if !done.unreadBytes.isEmpty { out += receive(id, done.unreadBytes, now: now) }
         return out
@@ -748,6 +753,7 @@ public final class NodeCore {
         if let expiry = causalBuffer.nextExpiry, now >= expiry { _ = causalBuffer.expire(now: now) }
         if refreshes.isDue(now: now) { out += refreshPending(now: now) }
         if relay.takeCheckDue(now: now) { out += enforceRelayQuota(now: now) }
+        out += links.closeReplaced(now: now)
         for id in links.ids {
             if let openedAt = links.handshakeOpenedAt(id) {
                 guard now >= openedAt + configuration.handshakeTimeout else { continue }

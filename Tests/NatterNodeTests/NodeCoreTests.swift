@@ -24,6 +24,21 @@ final class PipeNetwork {
     /// Whether bytes that queued up for a link arrive as one input, as the node's transport inbox hands over what
     /// piled up while it was busy (`TransportInbox`); otherwise each send is one input.
     var coalescesBytes = false
+    /// Whether a close reaches the other end before whatever is queued (two TCP connections keep no order between
+    /// them: the close of one may overtake bytes sent earlier on another).
+    var closesOvertake = false
+
+    /// Links open (both ends not yet closed).
+    var openLinks: Int { ends.count / 2 }
+
+    /// Whether link `id` (either end) is still open.
+    func isOpen(_ id: LinkID) -> Bool { ends[id.raw] != nil }
+
+    /// Drops every input queued for `node`: it stops hearing anything in flight (a peer gone silent mid-handshake).
+    func dropQueued(to node: NodeCore) {
+        let target = index(node)
+        queue.removeAll { $0.node == target }
+    }
 
     func add(
         _ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero,
@@ -81,7 +96,8 @@ final class PipeNetwork {
             case .close(let link):
                 if let end = ends.removeValue(forKey: link.raw) {
                     ends[end.peerLink] = nil
-                    queue.append((end.peerNode, .linkClosed(LinkID(end.peerLink))))
+                    let closed = (node: end.peerNode, input: NodeInput.linkClosed(LinkID(end.peerLink)))
+                    if closesOvertake { queue.insert(closed, at: 0) } else { queue.append(closed) }
                     queue.append((node, .linkClosed(link)))
                 }
             case .event(let event):
@@ -228,6 +244,56 @@ struct NodeCoreTests {
         let hello = try alice.conversations.sendDirect("still one link", to: bob.identity.author, now: 5)
         net.publish(alice, hello)
         #expect(try bob.conversations.conversationList().first?.preview == "still one link")
+    }
+
+    @Test("a redial replaces the link and the peer never looks offline, even when a close overtakes the handshake")
+    func redialReplacesWithoutFlap() throws {
+        let net = PipeNetwork()
+        net.closesOvertake = true
+        let alice = try net.add("Alice", seed: 41)
+        let bob = try net.add("Bob", seed: 42)
+        net.connect(bob, alice)
+        net.run()
+        let first = try #require(alice.connectedPeers[bob.identity.author])
+        // Bob dials again: the new link (same initiator) replaces the old one on both ends.
+        net.connect(bob, alice)
+        net.run()
+        #expect(alice.connectedPeers.count == 1 && bob.connectedPeers.count == 1)
+        #expect(alice.connectedPeers[bob.identity.author] != first)
+        // Each node's link events, in order: from its first peerUp on, it always holds a link to the other.
+        for node in [0, 1] {
+            var up = Set<LinkID>()
+            for (_, event) in net.events.filter({ $0.node == node }) {
+                switch event {
+                case .peerUp(_, let id): up.insert(id)
+                case .peerDown(_, let id):
+                    up.remove(id)
+                    #expect(!up.isEmpty, "\(net.names[node]) saw the other go offline")
+                default: break
+                }
+            }
+            #expect(up.count == 1)
+        }
+        // The old link is closed: by Alice, the new link's responder, once she held the new one.
+        #expect(net.openLinks == 1)
+    }
+
+    @Test("a replaced link whose peer never completes the new handshake is closed by the initiator after the timeout")
+    func replacedLinkClosedAfterGrace() throws {
+        let net = PipeNetwork()
+        let alice = try net.add("Alice", seed: 43)
+        let bob = try net.add("Bob", seed: 44)
+        net.connect(bob, alice)
+        net.run()
+        let old = try #require(bob.connectedPeers[alice.identity.author])
+        net.connect(bob, alice)
+        for _ in 0..<100 where bob.connectedPeers[alice.identity.author] == old { net.step(1) }
+        #expect(bob.connectedPeers[alice.identity.author] != old, "Bob's side of the new link is up")
+        net.dropQueued(to: alice)  // message 3 never reaches Alice
+        net.run()
+        #expect(net.isOpen(old), "Bob waits for Alice to close the old link")
+        net.advance(NodeConfiguration().handshakeTimeout)
+        #expect(!net.isOpen(old), "then closes it himself")
     }
 
     @Test("a node with another network key is refused at the first handshake message")
