@@ -112,7 +112,20 @@ struct TypingLoopbackTests {
             try await bobNode.read { try $0.conversationList().first { $0.id == chat }?.preview }
         }
         #expect(try await eventually { try await lastText() == "hello" })
-        // Let every sync settle (receipts, relaying) before the databases are read: two dumps 300 ms apart agree.
+        // Let every write settle before the databases are read. Bob's node writes a delivered receipt (it is node
+        // policy, with a delay): wait until Alice holds it and the three logs on its path agree — a quiet spell alone
+        // can end before a receipt delayed by a loaded machine is written. Then two dumps 300 ms apart agree (the
+        // tables refreshed after the last delivery).
+        let path = [alice, relay, bob]
+        #expect(
+            try await eventually(seconds: 30) {
+                guard let hello = try await aliceNode.read({ try $0.lineIDs(of: chat).last }) else { return false }
+                let receipts = try await aliceNode.read { try $0.receipts(of: hello, in: chat) }
+                guard receipts.contains(where: { $0.member == bobID && $0.state != .pending }) else { return false }
+                var logs = Set<[UInt8]>()
+                for node in path { logs.insert(try await node.node.read { try $0.digests().log }) }
+                return logs.count == 1
+            })
         var before = try nodes.map { try $0.dump() }
         for _ in 0..<30 {
             try await Task.sleep(for: .milliseconds(300))
