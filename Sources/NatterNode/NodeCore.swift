@@ -147,6 +147,12 @@ public final class NodeCore {
         }
     }
 
+    /// Bytes from link `id`'s peer arrived at `time` and wait to be handled (the node was busy): the link is alive,
+    /// whatever its session last handled. Only its silence timeout is affected; the bytes count once handled.
+    public func heard(_ id: LinkID, at time: Duration) {
+        _ = links.withSession(id) { $0.heard(at: time) }
+    }
+
     /// Ends every link cleanly: the authenticated goodbye on each established link (so the peer tells this close
     /// from a crash or a cut), then the close. For a graceful shutdown; the core keeps no link afterwards.
     public func closeAllLinks() -> [NodeAction] { links.closeAll() }

@@ -12,6 +12,8 @@ final class TransportInbox: Sendable {
 
     private struct State {
         var events: [TCPTransport.Event] = []
+        /// When bytes last arrived on each open connection, handled or not (one entry per connection).
+        var arrivals: [ConnectionID: ContinuousClock.Instant] = [:]
         var waiter: CheckedContinuation<[TCPTransport.Event]?, Never>?
         var finished = false
     }
@@ -19,14 +21,25 @@ final class TransportInbox: Sendable {
     private let state = Mutex(State())
 
     func put(_ event: TCPTransport.Event) {
+        let arrived = ContinuousClock.now
         let waiter = state.withLock { state -> CheckedContinuation<[TCPTransport.Event]?, Never>? in
             state.events.append(event)
+            switch event {
+            case .received(let connection, _): state.arrivals[connection] = arrived
+            case .closed(let connection): state.arrivals[connection] = nil
+            default: break
+            }
             guard let waiter = state.waiter else { return nil }
             state.waiter = nil
             return waiter
         }
         waiter?.resume(returning: takeAll())
     }
+
+    /// When bytes last arrived on each open connection, including bytes still waiting here or taken by a turn that
+    /// has not run yet. A link's liveness counts these (`NodeCore.heard`): a node too busy to handle what its peer
+    /// sent must not declare that peer dead for the silence it only imagines.
+    func lastArrivals() -> [ConnectionID: ContinuousClock.Instant] { state.withLock { $0.arrivals } }
 
     func finish() {
         let waiter = state.withLock { state -> CheckedContinuation<[TCPTransport.Event]?, Never>? in

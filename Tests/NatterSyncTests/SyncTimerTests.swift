@@ -48,6 +48,22 @@ struct SyncTimerTests {
         #expect(session.tick(now: .seconds(9)).isEmpty)
     }
 
+    @Test("bytes that arrived but wait to be handled (a busy node) keep the link alive; real silence still ends it")
+    func heardButNotHandled() {
+        var session = Self.started()
+        _ = session.receive(message: Self.ping, now: .seconds(1))
+        // The node was busy from 1 s to 8 s; the peer's pings arrived at 3 s and 5 s and wait in its inbox.
+        session.heard(at: .seconds(3))
+        session.heard(at: .seconds(5))
+        session.heard(at: .seconds(4))  // an older arrival never moves the clock back
+        #expect(session.nextDeadline()! <= .seconds(11))
+        #expect(!session.tick(now: .seconds(8)).contains { if case .close = $0 { true } else { false } })
+        #expect(session.tick(now: .seconds(11)) == [.close(.timeout(silence: Limits.syncSilenceTimeout))])
+        #expect(session.isClosed)
+        session.heard(at: .seconds(12))  // closed: ignored
+        #expect(session.nextDeadline() == nil)
+    }
+
     @Test("anti-entropy rounds start every interval")
     func antiEntropySchedule() {
         var session = Self.started()

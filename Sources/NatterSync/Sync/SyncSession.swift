@@ -219,6 +219,13 @@ public struct SyncSession<Source: RecordSource> {
         return finish()
     }
 
+    /// Bytes from the peer arrived at `time` but are not handled yet (the node is busy): the link is not silent. Moves
+    /// only the silence timeout (`Limits.syncSilenceTimeout`); nothing else changes until the bytes are handled.
+    public mutating func heard(at time: Duration) {
+        guard phase == .running else { return }
+        lastReceivedAt = max(lastReceivedAt, time)
+    }
+
     /// One application message from the peer.
     public mutating func receive(message: [UInt8], now: Duration) -> [SyncAction] {
         guard beginInput(now) else { return [] }
