@@ -65,9 +65,17 @@ struct ToolkitTests {
 
     @Test("shrink turns a seeded failure of a broken node into a smaller failing run that replays")
     func shrinkEarlyApply() throws {
-        var configuration = Self.jittery(seed: 5)
-        configuration.randomFaults = true
-        configuration.variant = .earlyApply
+        // The first of a dozen seeds whose random faults let the broken node apply early: which seed does depends on
+        // every timing rule of the node, and is not what this test is about.
+        func broken(_ seed: UInt64) -> LabConfiguration {
+            var configuration = Self.jittery(seed: seed)
+            configuration.randomFaults = true
+            configuration.variant = .earlyApply
+            return configuration
+        }
+        let seed = try #require(
+            try (UInt64(1)...12).first { LabShrink.signatures(of: try Lab.run(broken($0))).contains("causal order") })
+        let configuration = broken(seed)
         var shrink = LabShrink(configuration)
         shrink.runsMax = 25
         let result = try shrink.run()
