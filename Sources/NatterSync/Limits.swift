@@ -169,13 +169,16 @@ public enum Limits {
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64
 
-    /// REQUESTs one feed may have answered again within one anti-entropy interval (`syncAntiEntropyInterval`) when
-    /// they ask for records the peer was sent or reported holding: 4. Each resends the range from the store; an
-    /// honest node asks again only when it lost records (its causal buffer gave them up, a relay quota evicted the
-    /// conversation), once per loss, and keeps at most one REQUEST per feed outstanding. One more closes the link
-    /// (`SyncError.excessiveRequests`): a peer repeating REQUEST-from-1 would otherwise make this node read and send
-    /// a whole feed without end (issue 19).
-    public static let syncResendsPerFeedMax = 4
+    /// Bytes of records a session sends again, within one anti-entropy interval (`syncAntiEntropyInterval`), because
+    /// the peer's REQUESTs asked for records it was sent or reported holding: 8 MiB. An honest node asks so when a
+    /// record reached it first by another path while this link's copies were in flight — the range is then at most
+    /// what is in flight, a window of each lane (`syncWindowBatches` × `syncBatchBytesMax` = 2 MiB, and the priority
+    /// lane's) — or after losing records (its causal buffer gave them up), so it may ask often, but for little. Past
+    /// the budget the link closes (`SyncError.excessiveRequests`, scored): a peer repeating REQUEST-from-1 would
+    /// otherwise make this node read and send a whole feed without end (issue 19), and asking for one large record
+    /// at a time costs it at most this much per interval. (The first rule, four REQUESTs per feed, counted asks,
+    /// not bytes, and could close a link to an honest node whose feed's records kept racing on two paths.)
+    public static let syncResentBytesMax = 8 << 20
 
     /// Feeds a session remembers the peer reporting that this node does not hold: 65,536 (about 6 MiB). Knowing
     /// them spares sending such a feed back when this node later gets it from another link; past the bound the

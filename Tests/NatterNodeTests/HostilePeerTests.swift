@@ -73,7 +73,7 @@ struct HostilePeerTests {
         #expect(output.contains("greedy: closed by the victim"), "\(output)")
         let failed = try await eventually(seconds: 10) {
             victim.events.withLock {
-                $0.contains { if case .linkFailed(_, let reason) = $0.event { reason.contains("asked 5 times") } else { false } }
+                $0.contains { if case .linkFailed(_, let reason) = $0.event { reason.contains("asked again for records it was already sent") } else { false } }
             }
         }
         #expect(failed, "the victim says why it closed the link")

@@ -66,10 +66,11 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The store rejected a record the peer sent (a bad signature): an honest peer checks every record before it
     /// stores or relays it, so this one is faulty or hostile.
     case invalidRecord(RecordFormatError)
-    /// The peer asked again, more than `Limits.syncResendsPerFeedMax` times within one anti-entropy interval, for
-    /// records of one feed it had been sent or said it held: each such REQUEST makes this side read and send the range
-    /// again, and an honest node asks again only after losing records (docs/protocol.md §3.3, step 5).
-    case excessiveRequests(FeedKey, times: Int)
+    /// The peer's REQUESTs for records it had been sent or said it held made this side send more than
+    /// `Limits.syncResentBytesMax` again within one anti-entropy interval (`bytes`, the last of them of `FeedKey`).
+    /// An honest node asks again for what was in flight when another path was faster, or after losing records:
+    /// far less (docs/protocol.md §3.3, step 7).
+    case excessiveRequests(FeedKey, bytes: Int)
 
     public var description: String {
         switch self {
@@ -79,9 +80,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
             return "nothing heard from the peer for \(silence): the link is dead (network cut or peer crashed)"
         case .invalidRecord(let error):
             return "the peer sent a record the store rejected (\(error)): it relays unchecked records"
-        case .excessiveRequests(let feed, let times):
-            return "the peer asked \(times) times within \(Limits.syncAntiEntropyInterval) for records of \(feed) it was "
-                + "already sent: it is greedy or broken"
+        case .excessiveRequests(let feed, let bytes):
+            return "the peer asked again for records it was already sent, \(bytes) bytes within "
+                + "\(Limits.syncAntiEntropyInterval) (the last of \(feed)): it is greedy or broken"
         }
     }
 }

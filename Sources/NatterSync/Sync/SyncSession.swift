@@ -148,9 +148,14 @@ public struct SyncSession<Source: RecordSource> {
     private var evidenceSentPerFeed: [FeedKey: Int] = [:]
     /// Outstanding REQUESTs: feed → first sequence asked.
     private var outstandingRequests: [FeedKey: UInt64] = [:]
-    /// Per feed, the peer's REQUESTs this anti-entropy interval that asked for records it was sent or reported
-    /// holding (`Limits.syncResendsPerFeedMax`). Only feeds this side holds are counted.
-    private var resendsAsked: [FeedKey: Int] = [:]
+    /// Per feed, the highest sequence the peer had been sent or reported when it asked again for records at or
+    /// below it (a REQUEST): records up to here are resends, counted in `resentBytes` as they go. Only feeds this
+    /// side holds have entries; an entry goes once the resend passes it.
+    private var resendUpTo: [FeedKey: UInt64] = [:]
+    /// Bytes of records sent again at the peer's REQUEST this anti-entropy interval (`Limits.syncResentBytesMax`).
+    private var resentBytes = 0
+    /// The feed whose resend went past `Limits.syncResentBytesMax`: the link closes before that batch goes.
+    private var excessiveResend: FeedKey?
     /// Whether the link's socket accepts writes without queueing (the node's `writable` input): batches wait
     /// while it does not, whatever the credit.
     private var isWritable = true
@@ -388,7 +393,7 @@ public struct SyncSession<Source: RecordSource> {
             nextAntiEntropyAt = now + Limits.syncAntiEntropyInterval
             // Requests are hints; a new round asks again through the heads if anything is still missing.
             outstandingRequests.removeAll()
-            resendsAsked.removeAll()
+            resentBytes = 0
             sendSummary()
         }
         if now - lastSentAt >= Limits.syncHeartbeatInterval {
@@ -821,6 +826,7 @@ public struct SyncSession<Source: RecordSource> {
             var batch = [[UInt8]]()
             var bytes = 0
             fill(&batch, bytes: &bytes, lane: .priority)
+            if closedForResending() { return }
             guard !batch.isEmpty else { break }
             sendBatch(batch, lane: .priority)
         }
@@ -835,6 +841,7 @@ public struct SyncSession<Source: RecordSource> {
                 bytes += next.count
             }
             fill(&batch, bytes: &bytes, lane: .bulk)
+            if closedForResending() { return }
             guard !batch.isEmpty else { break }
             sendBatch(batch, lane: .bulk)
             let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
@@ -852,6 +859,14 @@ public struct SyncSession<Source: RecordSource> {
         self[flow: lane].sendCredit -= 1
         self[flow: lane].sentAt.append(now)
         lastSentAt = now
+    }
+
+    /// Closes the link when the peer's REQUESTs made this side resend more than `Limits.syncResentBytesMax` this
+    /// interval; true when it did.
+    private mutating func closedForResending() -> Bool {
+        guard let feed = excessiveResend else { return false }
+        close(.excessiveRequests(feed, bytes: resentBytes))
+        return true
     }
 
     /// Adds records to `batch` from the lane's queued feeds, each from what the peer holds on, a chunk of at most
@@ -882,6 +897,7 @@ public struct SyncSession<Source: RecordSource> {
                 taken += 1
             }
             peerHeld[feed] = held + UInt64(taken)
+            if let upTo = resendUpTo[feed] { countResent(feed, records[..<taken], from: held + 1, upTo: upTo) }
             if demoted {
                 priorityQueue.popFront()
                 queueLive(feed)
@@ -896,6 +912,13 @@ public struct SyncSession<Source: RecordSource> {
                 self[keyPath: queue].rotateFront()
             }
         }
+    }
+
+    /// Counts the records of `feed` just taken from sequence `first` on that are resends (at or below `upTo`).
+    private mutating func countResent(_ feed: FeedKey, _ taken: ArraySlice<[UInt8]>, from first: UInt64, upTo: UInt64) {
+        for (offset, record) in taken.enumerated() where first + UInt64(offset) <= upTo { resentBytes += record.count }
+        if first + UInt64(taken.count) > upTo { resendUpTo[feed] = nil }
+        if resentBytes > Limits.syncResentBytesMax, excessiveResend == nil { excessiveResend = feed }
     }
 
     /// Takes one of `author`'s priority tokens at `now`; false when it is over its rate.
@@ -1018,22 +1041,15 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// The peer lacks this feed from `from` on: believe it, push from there, and push it live again if it was
-    /// pruned (a REQUEST is also the graft) — unless it asks too often for what it was already sent
-    /// (`Limits.syncResendsPerFeedMax`), which closes the link.
+    /// pruned (a REQUEST is also the graft). What it was already sent or reported is sent again, and its bytes are
+    /// counted as it goes (`fill`): more than `Limits.syncResentBytesMax` in an interval closes the link.
     private mutating func handleRequest(_ feed: FeedKey, from: UInt64) {
         prunedByPeer.remove(feed)
         guard !diverged.contains(feed),
             let head = source.feedHeads(of: feed.conversation).first(where: { $0.author == feed.author }),
             head.sequence >= from
         else { return }
-        if let held = peerHeld[feed], from <= held {
-            let times = resendsAsked[feed, default: 0] + 1
-            guard times <= Limits.syncResendsPerFeedMax else {
-                close(.excessiveRequests(feed, times: times))
-                return
-            }
-            resendsAsked[feed] = times
-        }
+        if let held = peerHeld[feed], from <= held { resendUpTo[feed] = max(resendUpTo[feed] ?? 0, held) }
         peerHeld[feed] = min(peerHeld[feed] ?? (from - 1), from - 1)
         queueBulk(feed)
         pushUrgent = true
