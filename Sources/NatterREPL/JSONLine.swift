@@ -33,6 +33,11 @@ public indirect enum JSON: Sendable, Equatable, ExpressibleByStringLiteral, Expr
     }
 
     private static func quote(_ text: String) -> String {
+        // Nothing to escape (no quote, backslash, control character, nor a byte that may start U+2028 or U+2029):
+        // the text as it is, without walking its scalars.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
+            return "\"" + text + "\""
+        }
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

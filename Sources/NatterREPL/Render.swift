@@ -27,6 +27,9 @@ public enum Safe {
     }
 
     private static func escaped(_ text: String, joinersBetweenLetters: Bool) -> String {
+        // Printable ASCII, most lines, holds nothing to escape (no control, format or invisible character): a scan
+        // of its bytes instead of a lookup of Unicode properties per scalar.
+        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text }
         var out = ""
         let characters = Array(text)
         for (position, character) in characters.enumerated() {

@@ -47,13 +47,19 @@ extension Conversations {
         let snapshot = try snapshot(of: conversation)
         // Taken out while in use, put back only after a commit: a failed refresh leaves no memory to mislead the
         // next one.
-        let previous = written.withLock { $0.removeValue(forKey: conversation) }
+        var previous = written.withLock { $0.removeValue(forKey: conversation) }
         var result: (ConversationDelta, WrittenTables?)
-        if let previous, snapshot.state.kind != nil,
-            let touches = snapshot.engine.changes(since: previous.cursor),
-            let incremental = try refreshChanges(conversation, snapshot, since: previous, touches: touches)
+        if var tables = previous, snapshot.state.kind != nil,
+            let touches = snapshot.engine.changes(since: tables.cursor)
         {
-            result = incremental
+            // `tables` is then the only reference to its sets and dictionaries, so the refresh updates them in place:
+            // a copy would cost the conversation's length (every line shown, every search document) per refresh.
+            previous = nil
+            if let delta = try refreshChanges(conversation, snapshot, tables: &tables, touches: touches) {
+                result = (delta, tables)
+            } else {
+                result = try refreshWhole(conversation, snapshot, previous: tables)
+            }
         } else {
             result = try refreshWhole(conversation, snapshot, previous: previous)
         }
@@ -61,22 +67,25 @@ extension Conversations {
         return result.0
     }
 
-    /// Writes only the lines the change log names (and the list entry, and members and keys when they changed), or
-    /// returns nil when the tables are not what `previous` says or a name shown changed (then `refreshWhole`).
+    /// Writes only the lines the change log names (and the list entry, and members and keys when they changed) and
+    /// brings `next` (what the last refresh wrote) up to date with them, in place; or returns nil, `next` untouched,
+    /// when the tables are not what `next` says or a name shown changed (then `refreshWhole`). After a throw `next`
+    /// may be half updated: the caller drops it.
     private func refreshChanges(
-        _ conversation: ConversationID, _ snapshot: ConversationSnapshot, since previous: WrittenTables,
+        _ conversation: ConversationID, _ snapshot: ConversationSnapshot, tables next: inout WrittenTables,
         touches: ArraySlice<LineTouch>
-    ) throws -> (ConversationDelta, WrittenTables)? {
+    ) throws -> ConversationDelta? {
         let state = snapshot.state
         guard let kind = state.kind else { return nil }
         let key = Data(conversation.bytes)
-        guard try store.writer.read({ db in try Self.stillHeld(previous, conversation: key, in: db) }) else { return nil }
+        let token = next.token
+        guard try store.writer.read({ db in try Self.stillHeld(token, conversation: key, in: db) }) else { return nil }
         // Names: every one shown must be unchanged (only a new profile can change one); people new in the changed
         // lines (and members) are added.
-        var names = previous.names
+        var names = next.names
         let profiles = profileGeneration.withLock { $0 }
-        if profiles != previous.profiles {
-            for (person, shown) in previous.names where try displayName(of: person) != shown { return nil }
+        if profiles != next.profiles {
+            for (person, shown) in next.names where try displayName(of: person) != shown { return nil }
         }
         let changed = Set(touches.map(\.id))
         var people = Set(state.members.keys)
@@ -97,7 +106,7 @@ extension Conversations {
         var files = [RecordID: [DatabaseValue]?]()
         var reactions = [RecordID: [[DatabaseValue]]]()
         var documents = [RecordID: SearchIndex.Document?]()
-        var lastActivity = previous.lastActivity
+        var lastActivity = next.lastActivity
         for id in ordered {
             let arrived = received[id] ?? 0
             if let item = state.item(id) {
@@ -113,16 +122,15 @@ extension Conversations {
             reactions[id] = Self.reactionRows(of: id, in: state)
         }
         let (unread, preview) = listSummary(of: state, kind: kind, name: name)
-        var next = previous
+        let shownBefore = !next.shown.isEmpty
+        let rewriteKeys = snapshot.keys.count != next.keys
+        let rewriteMembers = state.members != next.members
         next.cursor = snapshot.engine.changeCursor
         next.token = nextToken()
         next.names = known
         next.profiles = profiles
         next.lastActivity = lastActivity
-        let delta = deltaFromLog(
-            touches, state: state, snapshot: snapshot, shownBefore: previous.shown, name: name, memory: &next)
-        let rewriteKeys = snapshot.keys.count != previous.keys
-        let rewriteMembers = state.members != previous.members
+        let delta = deltaFromLog(touches, state: state, snapshot: snapshot, name: name, memory: &next)
         next.keys = snapshot.keys.count
         next.members = state.members
         try store.writeDerived { db in
@@ -157,29 +165,29 @@ extension Conversations {
             try writeListRow(
                 of: state, key: key, kind: kind, token: next.token, lastActivity: lastActivity, preview: preview,
                 unread: unread, name: name, in: db)
-            if !previous.shown.isEmpty && delta.lines.contains(where: { $0.kind == .new }) {
+            if shownBefore && delta.lines.contains(where: { $0.kind == .new }) {
                 try db.execute(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
         }
         next.shown.formUnion(ordered.filter { state.item($0) != nil || state.retracted[$0] != nil })
         next.retracted.formUnion(ordered.filter { state.retracted[$0] != nil })
-        return (delta, next)
+        return delta
     }
 
     /// The delta of an incremental refresh, from the change log: new, edited, deleted and retracted lines in
     /// timeline order, reactions that changed (each person's last), statuses that moved, and the details if they
-    /// changed. `memory` is updated with what was reported.
+    /// changed. `memory` (the lines it shows, not yet counting these) is updated with what was reported.
     private func deltaFromLog(
         _ touches: ArraySlice<LineTouch>, state: ConversationState, snapshot: ConversationSnapshot,
-        shownBefore: Set<RecordID>, name: (AuthorID) -> String, memory: inout WrittenTables
+        name: (AuthorID) -> String, memory: inout WrittenTables
     ) -> ConversationDelta {
         var kinds = [RecordID: LineChange.Kind]()
         var reacted = [LinePair]()
         var seen = Set<LinePair>()
         for touch in touches {
             switch touch.change {
-            case .created where !shownBefore.contains(touch.id): kinds[touch.id] = .new
+            case .created where !memory.shown.contains(touch.id): kinds[touch.id] = .new
             case .created: break
             case .edited where kinds[touch.id] != .new: kinds[touch.id] = .edited
             case .deleted where kinds[touch.id] != .new: kinds[touch.id] = .deleted
@@ -402,13 +410,12 @@ extension Conversations {
         Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
-    /// Whether the tables still hold what `written` says was written: the conversation row carries the token this
+    /// Whether the tables still hold what the refresh that wrote `token` wrote: the conversation row carries the token this
     /// process wrote with them. Whatever else rewrites a conversation's rows (an eviction, a rebuild) removes or
     /// replaces that row, and fails this check; rows changed by hand with `sqlite3` while the node runs are not
     /// noticed until the next start.
-    private static func stillHeld(_ written: WrittenTables, conversation: Data, in db: Database) throws -> Bool {
-        try Data.fetchOne(db, sql: "SELECT written FROM conversation WHERE id = ?", arguments: [conversation])
-            == written.token
+    private static func stillHeld(_ token: Data, conversation: Data, in db: Database) throws -> Bool {
+        try Data.fetchOne(db, sql: "SELECT written FROM conversation WHERE id = ?", arguments: [conversation]) == token
     }
 
     /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the delta

@@ -113,6 +113,28 @@ struct ReplRenderTests {
         #expect(Safe.preview("two\nlines") == "two lines")
     }
 
+    @Test("every ASCII character, alone and amid text: printable ones pass as they are, the rest are escaped")
+    func asciiFastPaths() throws {
+        for value in UInt8(0)...0x7F {
+            let character = String(UnicodeScalar(value))
+            let printable = (0x20...0x7E).contains(value)
+            for text in [character, "ab\(character)cd"] {
+                let shown = Safe.line(text)
+                #expect((shown == text) == printable, "\(value): \(shown)")
+                if !printable { #expect(shown.contains("\\u{\(String(value, radix: 16))}"), "\(value): \(shown)") }
+                // JSON: what is encoded reads back as the text, on one line.
+                let encoded = JSON.object([("text", .string(text))]).encoded
+                #expect(!encoded.contains("\n") && !encoded.contains("\r"))
+                let decoded = try JSONSerialization.jsonObject(with: Data(encoded.utf8)) as? [String: String]
+                #expect(decoded?["text"] == text, "\(value): \(encoded)")
+            }
+        }
+        // Beyond ASCII the full rules apply: U+2028 and U+2029 are escaped in JSON, format characters on screen.
+        #expect(JSON.string("a\u{2028}b\u{2029}").encoded == "\"a\\u2028b\\u2029\"")
+        #expect(JSON.string("é ✓").encoded == "\"é ✓\"")
+        #expect(Safe.line("a\u{200B}b") == "a\\u{200b}b")
+    }
+
     @Test("two people with the same name are told apart by fingerprint; you are 'you'")
     func sameNames() {
         let me = author(1)

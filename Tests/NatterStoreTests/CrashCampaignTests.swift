@@ -21,10 +21,13 @@ import Glibc
 
 @Suite("SIGKILL campaign", .serialized)
 struct CrashCampaignTests {
-    /// Rounds of the campaign: each is one SIGKILL at a random moment.
-    static let rounds = 200
+    /// Rounds of the campaign: each is one SIGKILL at a random moment. 200 (issue 19's figure, about 6 minutes here)
+    /// unless `NATTER_CRASH_ROUNDS` says otherwise: `scripts/test.sh` (CI) runs 60 to keep its time, and
+    /// `NATTER_CRASH_ROUNDS=200 swift test --filter CrashCampaignTests` is the full campaign.
+    static let rounds =
+        ProcessInfo.processInfo.environment["NATTER_CRASH_ROUNDS"].flatMap(Int.init).map { max(20, $0) } ?? 200
 
-    @Test("SIGKILL at 200 random moments of a mix of writes: store sound, nothing acknowledged lost, no sequence reused")
+    @Test("SIGKILL at 200 random moments (NATTER_CRASH_ROUNDS) of a mix of writes: store sound, nothing lost or reused")
     func campaign() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-crash-\(UUID().uuidString)")
             .path
@@ -47,7 +50,7 @@ struct CrashCampaignTests {
         print("crash campaign: \(Self.rounds) kills, \(killedMidWrite) after some write of the round; durable writes by kind: \(counts)")
         #expect(killedMidWrite >= Self.rounds / 2, "the kills must land among the writes, not before them")
         for kind in ["message", "receipt", "rename", "add", "remove", "rekey", "append", "refreshed"] {
-            #expect(counts[kind, default: 0] >= 10, "too few \(kind) writes to call the campaign a mix: \(counts)")
+            #expect(counts[kind, default: 0] >= Self.rounds / 20, "too few \(kind) writes to call the campaign a mix: \(counts)")
         }
     }
 
