@@ -57,6 +57,8 @@ struct AutomaticWrites {
     private var lastReceipt: [ConversationID: Last] = [:]
     /// Each conversation's interval, as last told (`receiptNeeded`).
     private var intervals: [ConversationID: Duration] = [:]
+    /// The conversation this node's user is viewing (receipts there say "read").
+    var viewing: ConversationID?
 
     init(configuration: ReceiptConfiguration) {
         self.configuration = configuration
@@ -64,6 +66,24 @@ struct AutomaticWrites {
 
     /// When the next write is due.
     var nextDeadline: Duration? { due.values.map(\.at).min() }
+
+    /// Schedules what this node owes in a conversation it reads, from `snapshot`: a re-key when the rules name it
+    /// and it would change something (`owesRekey`: no epoch matches the roster, or it can merge a head that leaves
+    /// out a member), or when a commit sealed a member a key that does not open it and `SlotRepair` names this node
+    /// (`owesSlotRepair`, asked only then: it reads the store); and a receipt when messages by others are past its
+    /// marks — "read" when its user views the conversation, else "delivered".
+    mutating func review(_ snapshot: ConversationSnapshot, me: AuthorID, now: Duration, owesSlotRepair: () -> Bool) {
+        let state = snapshot.state
+        guard configuration.enabled, state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
+        if snapshot.owesRekey || owesSlotRepair() { rekeyNeeded(in: snapshot.id, now: now) }
+        let marks = state.receipts[me]
+        let members = state.members.count
+        if viewing == snapshot.id, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
+            receiptNeeded(in: snapshot.id, read: true, members: members, now: now)
+        } else if state.hasMessages(beyond: marks?.delivered ?? VectorClock(), viewer: me) {
+            receiptNeeded(in: snapshot.id, read: false, members: members, now: now)
+        }
+    }
 
     /// A receipt is needed in `conversation` of `members` people (`read` when its user views it, else
     /// "delivered").

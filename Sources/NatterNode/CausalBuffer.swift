@@ -111,6 +111,20 @@ struct CausalBuffer {
     }
 
     /// Gives up records that waited longer than the age bound; returns how many.
+    /// Hands every record whose predecessor is now stored to `ingest`, repeatedly, until none is left that can go:
+    /// `storedHead` says how far a feed is stored (nil: the store cannot say; the feed waits), and `ingest` stores a
+    /// record and says whether it was (nil: not stored; it is not offered again this time).
+    mutating func drain(storedHead: (FeedKey) -> UInt64?, ingest: (Record) -> Bool) {
+        var progress = true
+        while progress && count > 0 {
+            progress = false
+            for feed in feeds {
+                guard let head = storedHead(feed), let record = take(feed, next: head + 1) else { continue }
+                if ingest(record) { progress = true }
+            }
+        }
+    }
+
     mutating func expire(now: Duration) -> Int {
         var expired = 0
         for feed in entries.keys.sorted() {

@@ -25,10 +25,8 @@ public final class NodeCore {
     private var refreshes: RefreshSchedule
     private var files: FileTransfer
     private var typing: TypingRelay
-    /// Receipts and due re-keys: what this node writes on its own, and when.
+    /// Receipts and due re-keys: what this node writes on its own, and when (and which conversation is viewed).
     private var automatic: AutomaticWrites
-    /// The conversation this node's user is viewing (receipts there say "read").
-    private var viewing: ConversationID?
     /// Records waiting for a predecessor in their feed, charged to the peers that delivered them (CausalBuffer.swift).
     private var causalBuffer: CausalBuffer
     /// This node's newest own records, which the sessions push without reading them back (`RecentOwnRecords`).
@@ -210,7 +208,7 @@ public final class NodeCore {
     /// The conversation this node's user is viewing now (nil: none): receipts written there say "read", and one is
     /// due at once if something in it is unread.
     public func view(_ conversation: ConversationID?, now: Duration) -> [NodeAction] {
-        viewing = conversation
+        automatic.viewing = conversation
         if let conversation { reviewReceipts(of: conversation, now: now) }
         return []
     }
@@ -225,30 +223,14 @@ public final class NodeCore {
         return []
     }
 
-    /// Schedules what this node owes in `conversation`: a re-key when the rules name it, and a receipt when messages
-    /// by others are past its marks — "read" when its user views the conversation, else "delivered".
+    /// Schedules the receipts and re-keys this node owes in `conversation` (`AutomaticWrites.review`).
     private func reviewReceipts(of conversation: ConversationID, now: Duration) {
         guard automatic.configuration.enabled, let snapshot = try? conversations.snapshot(of: conversation) else {
             return  // `try?`: a conversation the store cannot read now is reviewed again at its next refresh
         }
-        let state = snapshot.state
-        let me = identity.author
-        guard state.exists, state.members[me] != nil, !snapshot.lockedOut else { return }
-        // A re-key is due when the rules name this node and it would change something (`owesRekey`: no epoch matches
-        // the roster, or it can merge a head that leaves out a member), or when a commit sealed a member a key that
-        // does not open it and `SlotRepair` names this node (`try?`: an unreadable store is asked again at the next
-        // refresh).
-        if snapshot.owesRekey
-            || (try? conversations.owesSlotRepair(in: conversation)) == true
-        {
-            automatic.rekeyNeeded(in: conversation, now: now)
-        }
-        let marks = state.receipts[me]
-        let members = state.members.count
-        if viewing == conversation, state.hasMessages(beyond: marks?.read ?? VectorClock(), viewer: me) {
-            automatic.receiptNeeded(in: conversation, read: true, members: members, now: now)
-        } else if state.hasMessages(beyond: marks?.delivered ?? VectorClock(), viewer: me) {
-            automatic.receiptNeeded(in: conversation, read: false, members: members, now: now)
+        // `try?`: a store that cannot answer is asked again at the next refresh.
+        automatic.review(snapshot, me: identity.author, now: now) {
+            (try? conversations.owesSlotRepair(in: conversation)) == true
         }
     }
 
@@ -447,7 +429,8 @@ public final class NodeCore {
     /// session (one report per delivery, in order) and pushes what was stored to every other session.
     private func ingest(_ delivered: [[Record]], from id: LinkID, lane: SyncLane, now: Duration) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
-        let (refused, invitations) = screenEvicted(records, now: now)
+        let (refused, invitations) = relay.screen(
+            records, for: identity, nowMillis: wallClockMillis(now), neighbours: { priorityAuthors })
         let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
         let storeReport: IngestReport
         do {
@@ -524,36 +507,6 @@ public final class NodeCore {
         return out
     }
 
-    /// Which records of an evicted conversation are refused unchecked (reported as held, so the session does not ask
-    /// again), and the commits among them that invite this node (the eviction is forgotten and the conversation
-    /// fetched). The records of this node's neighbours are not refused: a flood that got a conversation evicted (junk
-    /// feeds this relay cannot tell from real ones) does not cut the chat of the relay's own neighbours through it —
-    /// their feeds come back whole (a gap: the session asks for them from the start), the junk stays refused.
-    private func screenEvicted(_ records: [Record], now: Duration) -> (refused: Set<Int>, invitations: [Record]) {
-        guard relay.hasEvictions else { return ([], []) }
-        var refused = Set<Int>()
-        var invitations = [Record]()
-        let nowMillis = wallClockMillis(now)
-        var neighbours: Set<AuthorID>?
-        for (index, record) in records.enumerated() {
-            let header = record.header
-            guard relay.isEvicted(header.conversation, nowMillis: nowMillis) else { continue }
-            if header.kind == .commit, let invitation = RelayGuard.invitation(record, for: identity) {
-                do {
-                    try relay.forgetEviction(header.conversation)
-                } catch {
-                    // The memory of the eviction is gone here; the store's row stays until the next eviction check
-                    // rewrites it, so the conversation is fetched now and may be refused again after a restart.
-                }
-                invitations.append(invitation)
-                continue
-            }
-            if neighbours == nil { neighbours = priorityAuthors }
-            if relay.refusesInEvicted(header, neighbours: neighbours!) { refused.insert(index) }
-        }
-        return (refused, invitations)
-    }
-
     /// Asks the delivering peer for every feed an invitation's commit depends on (and the commit's own feed), from
     /// the start: the conversation was evicted here, so the session's belief that this node holds them is wrong.
     private func fetchInvited(_ invitations: [Record], from id: LinkID, now: Duration) -> [NodeAction] {
@@ -585,20 +538,20 @@ public final class NodeCore {
     private func drainCausalBuffer(now: Duration) -> (stored: [Record], applied: [RecordRef]) {
         var stored = [Record]()
         var applied = [RecordRef]()
-        var progress = true
-        while progress && causalBuffer.count > 0 {
-            progress = false
-            for feed in causalBuffer.feeds {
-                guard let state = try? store.feeds(of: feed.conversation).first(where: { $0.author == feed.author }),
-                    let record = causalBuffer.take(feed, next: state.stored + 1)
-                else { continue }
-                if let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] {
-                    stored.append(record)
-                    applied += report.applied
-                    progress = true
+        // `try?`: a feed the store cannot read now, or a record it cannot store now, waits in the buffer (until it
+        // expires, and anti-entropy fetches it again).
+        causalBuffer.drain(
+            storedHead: { feed in
+                (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }.map(\.stored)
+            },
+            ingest: { record in
+                guard let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] else {
+                    return false
                 }
-            }
-        }
+                stored.append(record)
+                applied += report.applied
+                return true
+            })
         return (stored, applied)
     }
 

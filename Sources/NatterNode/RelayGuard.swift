@@ -85,6 +85,38 @@ struct RelayGuard {
         }
     }
 
+    /// Which of `records` are refused unchecked because their conversation was evicted (reported as held, so the
+    /// session does not ask again), and the commits among them that invite `identity` (the eviction is forgotten
+    /// and the conversation fetched). The records of this node's neighbours are not refused: a flood that got a
+    /// conversation evicted (junk feeds this relay cannot tell from real ones) does not cut the chat of the relay's
+    /// own neighbours through it — their feeds come back whole (a gap: the session asks for them from the start),
+    /// the junk stays refused.
+    mutating func screen(
+        _ records: [Record], for identity: LocalIdentity, nowMillis: Int64, neighbours: () -> Set<AuthorID>
+    ) -> (refused: Set<Int>, invitations: [Record]) {
+        guard hasEvictions else { return ([], []) }
+        var refused = Set<Int>()
+        var invitations = [Record]()
+        var known: Set<AuthorID>?
+        for (index, record) in records.enumerated() {
+            let header = record.header
+            guard isEvicted(header.conversation, nowMillis: nowMillis) else { continue }
+            if header.kind == .commit, let invitation = Self.invitation(record, for: identity) {
+                do {
+                    try forgetEviction(header.conversation)
+                } catch {
+                    // The memory of the eviction is gone here; the store's row stays until the next eviction check
+                    // rewrites it, so the conversation is fetched now and may be refused again after a restart.
+                }
+                invitations.append(invitation)
+                continue
+            }
+            if known == nil { known = neighbours() }
+            if refusesInEvicted(header, neighbours: known!) { refused.insert(index) }
+        }
+        return (refused, invitations)
+    }
+
     /// The record, if it is a correctly signed commit that seals a key to `identity` (an invitation).
     static func invitation(_ record: Record, for identity: LocalIdentity) -> Record? {
         guard record.header.kind == .commit, record.hasValidSignature,

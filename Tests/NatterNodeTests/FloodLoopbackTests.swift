@@ -219,10 +219,14 @@ struct FloodLoopbackTests {
         // at once): by one ingest's records at most.
         let slack = quotas.ingestRecordsPerTurnMax * largestFloodRecord
         for peak in peakBytes { #expect(peak <= quotas.relayBytesMax + slack) }
-        // The flooder wrote faster than the relay's link quota, so the quota is what held it (the full rate asked
-        // depends on what else this machine runs: every node here shares its cores).
-        #expect(
-            offeredRate > quotas.peerRecordsPerSecond, "the flooder wrote \(Int(offeredRate)) records/s, asked \(rate)")
+        // The relay's link quota held: it took no more new records than the quota allows over the flood's length,
+        // burst included (and a second's slack for where the flood's end is seen). Whether the flooder offered more
+        // than that depends on what else this machine runs (every node here shares its cores): printed above.
+        let allowed = Double(quotas.peerRecordsBurst) + quotas.peerRecordsPerSecond * (floodSeconds + 1)
+        #expect(Double(accepted) <= allowed, "\(accepted) new records in \(floodSeconds) s, quota \(Int(allowed))")
+        if offeredRate <= quotas.peerRecordsPerSecond {
+            print("flood: the flooder offered \(Int(offeredRate)) records/s, under the quota: the machine was busy")
+        }
         #expect(accepted > 0, "the flood reached the relay")
         // The chat kept flowing under the flood: every probe reached Bob (each waits, bounded), the last one last.
         // How fast is a figure, printed above, not a gate (no wall-clock bound in a test: it swings with the
