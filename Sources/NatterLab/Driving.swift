@@ -7,36 +7,30 @@ import NatterStore
 extension Simulation {
     // MARK: - Feeding the cores
 
-    /// Hands one input to a node's core and carries out its actions.
+    /// Hands one input to a node's core and carries out its actions: one turn of the node's driver.
     func feed(_ index: Int, _ input: NodeInput) {
         guard let core = nodes[index].core else { return }
-        perform(index, core.handle(input, now: now))
+        let turn: RefreshPacing.Turn =
+            switch input {
+            case .tick: .tick
+            case .bytesReceived(_, let bytes): .received(bytes: bytes.count)
+            default: .received(bytes: 0)
+            }
+        perform(index, core.handle(input, now: now), turn: turn)
     }
 
-    /// Carries out a core's actions, then checks its bounds and schedules its next tick.
-    func perform(_ index: Int, _ actions: [NodeAction]) {
+    /// Carries out a turn's actions as the node actor does (`TurnPlan`): events, the durability sync, then the sends
+    /// and closes; then brings the conversation tables up to date if `RefreshPacing` says so after this `turn` (the
+    /// lab's own writes are `.local`), and checks the core's bounds and schedules its next tick.
+    func perform(_ index: Int, _ actions: [NodeAction], turn: RefreshPacing.Turn = .local) {
         let node = nodes[index]
-        var linkUp = false
-        for action in actions {
-            switch action {
-            case .send(let link, let bytes):
-                node.framesSent += 1
-                if phase == .setup {
-                    framesSetup += 1
-                } else {
-                    framesMeasured += 1
-                    bytesMeasured += bytes.count
-                    node.bytesSent += bytes.count
-                }
-                send(index, link, bytes, kind: kind(of: bytes, on: link))
-            case .close(let link):
-                close(index, link)
-            case .event(let event):
-                if case .peerUp = event { linkUp = true }
-                observe(index, event)
-            }
+        var linkUp = carryOut(index, actions)
+        if let core = node.core, core.isRefreshPending, configuration.refreshDelay == nil,
+            node.pacing.refreshesNow(after: turn, priorityStored: core.priorityStoredSinceRefresh, now: now)
+        {
+            node.pacing.refreshed(at: now)
+            linkUp = carryOut(index, core.refreshPending(now: now)) || linkUp
         }
-        sealed.removeAll(keepingCapacity: true)
         guard let core = node.core else { return }
         if configuration.nodeReceipts { learnOwnWrites(index) }
         // Only a link coming up can raise the number of established peers.
@@ -56,6 +50,42 @@ extension Simulation {
         }
         breakAfterInput(index)
         scheduleTick(index)
+    }
+
+    /// Carries out actions in the turn's order (`TurnPlan.steps`); whether a link came up. The durability sync is
+    /// instant (the store is in memory); sends after a sync the store refused would be a bug of the lab's store.
+    private func carryOut(_ index: Int, _ actions: [NodeAction]) -> Bool {
+        let node = nodes[index]
+        var linkUp = false
+        for step in TurnPlan.steps(actions) {
+            turnObserver?(index, step)
+            switch step {
+            case .event(let event):
+                if case .peerUp = event { linkUp = true }
+                observe(index, event)
+            case .makeDurable:
+                guard let store = node.core?.store, store.hasDeferredCommits else { continue }
+                do {
+                    try store.syncDeferred()
+                } catch {
+                    fail("\(node.name): the store cannot make its commits durable: \(error)")
+                }
+            case .send(let link, let bytes):
+                node.framesSent += 1
+                if phase == .setup {
+                    framesSetup += 1
+                } else {
+                    framesMeasured += 1
+                    bytesMeasured += bytes.count
+                    node.bytesSent += bytes.count
+                }
+                send(index, link, bytes, kind: kind(of: bytes, on: link))
+            case .close(let link):
+                close(index, link)
+            }
+        }
+        sealed.removeAll(keepingCapacity: true)
+        return linkUp
     }
 
     /// Enters in the ledger what node `index` wrote on its own in the group (its receipts and re-keys, chat setting):
@@ -92,7 +122,11 @@ extension Simulation {
 
     private func scheduleTick(_ index: Int) {
         let node = nodes[index]
-        guard let deadline = node.core?.nextDeadline() else { return }
+        guard let core = node.core else { return }
+        // A refresh bulk turns put off is due on a tick of its own (the node actor's tick comes at least every
+        // `Node.tickIntervalMax` and catches it up then).
+        let putOff = configuration.refreshDelay == nil ? node.pacing.deadline(pending: core.isRefreshPending) : nil
+        guard let deadline = [core.nextDeadline(), putOff].compactMap({ $0 }).min() else { return }
         let at = max(deadline, now)
         if let scheduled = node.tickAt, scheduled <= at { return }
         if at == now {
@@ -109,7 +143,7 @@ extension Simulation {
     private func observe(_ index: Int, _ event: NodeEvent) {
         switch event {
         case .peerUp(_, let link):
-            nodes[index].failures = 0
+            nodes[index].backoff.reset()
             nodes[index].syncing.insert(link)
         case .caughtUp(let peer):
             if let link = nodes[index].core?.connectedPeers[peer] { nodes[index].syncing.remove(link) }

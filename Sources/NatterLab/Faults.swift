@@ -241,7 +241,7 @@ extension Simulation {
         guard node.phase == .crashed else { return }
         faultTrace.append("\(formatSeconds(now)) restart \(node.name)")
         node.phase = .up
-        node.failures = 0
+        node.backoff.reset()
         node.core = makeCore(node)
         scheduleDialCheck(index, after: .zero)
         scheduleExplore(index)

@@ -20,13 +20,6 @@ public enum LabLimits {
     /// joiner, a node that lost its links, the other side of a healed partition).
     public static let degreeTarget = 5
 
-    /// First redial delay after a failed dial or a lost link: 100 ms. A LAN round trip is far shorter; the delay
-    /// spreads the redials of nodes that lost their links at the same moment.
-    public static let redialBackoffMin: Duration = .milliseconds(100)
-
-    /// Longest redial delay: 1.5 s (DESIGN §5: on a LAN, capped near a second or two, so a heal is noticed fast).
-    public static let redialBackoffMax: Duration = .milliseconds(1_500)
-
     /// A dial across a partition fails after 1 s: the SYN gets no answer. (Real TCP waits much longer; natter's
     /// dialler will give up early on a LAN, and the lab assumes it does.)
     public static let connectTimeout: Duration = .seconds(1)
@@ -73,13 +66,6 @@ public enum LabLimits {
 
     /// Latest messages a reaction may target: 32 (recent chat, as people react).
     public static let reactionCandidates = 32
-
-    /// How long a lab node's core waits before bringing its conversation tables up to date after records arrive
-    /// (`NodeConfiguration.conversationRefreshDelay`; the node refreshes at once): 1 s. A refresh rewrites the
-    /// group's derived rows, O(history), and nothing the lab measures reads those rows (delivery is the store's
-    /// `applied` event, the checkers compare `snapshot(of:)` digests); at 50 ms a 25-node run spent half its time
-    /// there. The refresh code still runs on every node, once a second.
-    public static let conversationRefreshDelay: Duration = .seconds(1)
 
     /// Operations drawn in the dissemination picture at most: 200 (beyond that the lines are a solid block).
     public static let pictureOperationsMax = 200
@@ -170,6 +156,13 @@ public struct LabConfiguration: Sendable, Equatable {
     /// `ReceiptConfiguration` at the shipped defaults), and the workload writes none (its receipt share becomes
     /// messages). Off: the Maelstrom setting, where the nodes write nothing on their own.
     public var nodeReceipts = false
+    /// How the nodes bring their conversation tables up to date. Nil (the default): as the shipped node does, after
+    /// each turn's sends, bulk turns at most every 250 ms (`RefreshPacing`, the rule `Node` follows). A duration:
+    /// the core refreshes on its own tick that long after records arrive (`NodeConfiguration`'s
+    /// `conversationRefreshDelay`), so a burst of deliveries shares one refresh: not what ships, but a sweep runs
+    /// faster (a refresh rewrites the group's derived rows, O(history), and nothing the lab checks reads them), and
+    /// receipts (reviewed at each refresh) come later. The lab used 1 s before it ran the shipped policy.
+    public var refreshDelay: Duration?
 
     public init() {}
 
@@ -185,6 +178,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if !(rate > 0 && rate.isFinite) { return "--rate must be positive" }
         if duration <= .zero { return "--duration must be positive" }
         if pushInterval < .zero { return "--push-interval must not be negative" }
+        if let refreshDelay, refreshDelay < .zero { return "--refresh-delay must not be negative" }
         let operations = rate * seconds(duration)
         if operations > Double(LabLimits.operationsMax) {
             return "rate × duration must stay within \(LabLimits.operationsMax) operations"
@@ -229,6 +223,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if randomFaults { words.append("--random-faults") }
         if randomForks { words.append("--forks") }
         if nodeReceipts { words.append("--node-receipts") }
+        if let refreshDelay { words.append("--refresh-delay \(formatDuration(refreshDelay))") }
         for fault in faults { words.append("--fault \(fault)") }
         if let variant { words.append("--variant \(variant.rawValue)") }
         if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }

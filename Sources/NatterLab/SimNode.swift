@@ -32,8 +32,11 @@ final class SimNode {
     // MARK: Transport
     /// The ends this node holds: dialling, open, or ended by the network but not yet noticed. Never above the cap.
     var ends: [LinkID: UInt64] = [:]
-    /// Consecutive failed dials or lost links, for the redial backoff.
-    var failures = 0
+    /// The wait before the next redial: the node's own rule (`RedialBackoff`), grown by every failed dial or lost link,
+    /// reset when a link comes up.
+    var backoff = RedialBackoff.shipped
+    /// When the conversation tables are refreshed after a turn (the node's own rule); reset when the process starts.
+    var pacing = RefreshPacing()
     var dialCheckGeneration: UInt64 = 0
     var dialCheckAt: Duration?
     var tickAt: Duration?

@@ -123,6 +123,9 @@ final class Simulation {
     /// Kinds of the application messages each node's core sealed in the input being handled, per link, with their
     /// bytes, in order (`NodeCore.sentMessageTap`): `perform` matches them to the sends.
     var sealed: [LinkID: [(kind: String, bytes: [UInt8])]] = [:]
+    /// Called with each step of every node's turns as it is carried out (the test that compares the lab's turns with
+    /// the node actor's: `Node.observeTurns`).
+    var turnObserver: ((Int, TurnPlan.Step) -> Void)?
     /// The drop-record variant dropped its record.
     var droppedRecord = false
     /// The diagram's window, until the workload starts when it starts there.
@@ -273,10 +276,11 @@ final class Simulation {
     func makeCore(_ node: SimNode) -> NodeCore {
         let seed = Self.derive(configuration.seed, 0xC0DE &+ UInt64(node.index) &* 1_000 &+ UInt64(node.incarnation))
         var configuration = NodeConfiguration()
-        // The chat setting refreshes within the input that stored records, as the shipped node does after each turn
-        // that is not a bulk catch-up: its receipts are reviewed at each refresh, so their timing depends on it.
-        configuration.conversationRefreshDelay =
-            self.configuration.nodeReceipts ? .zero : LabLimits.conversationRefreshDelay
+        // As the node actor drives its core: the driver refreshes the tables after a turn's sends (`RefreshPacing`,
+        // in `perform`) unless the run says otherwise, and a turn's ingests are made durable before its sends
+        // (`TurnPlan`; the in-memory store's sync is instant).
+        configuration.conversationRefreshDelay = self.configuration.refreshDelay
+        configuration.ingestDurability = .deferred
         configuration.syncPushInterval = self.configuration.pushInterval
         // The node's own receipts and re-keys (node policy, shipped defaults) only in the chat setting: in the
         // Maelstrom setting the workload writes every record, and the figures (docs/lab.md) are of that workload.
@@ -284,6 +288,7 @@ final class Simulation {
         let core = NodeCore(
             store: node.store, identity: node.identity, networkKey: networkKey, configuration: configuration,
             random: SeededGenerator(seed: seed))
+        node.pacing = RefreshPacing()  // a process that starts has refreshed nothing yet
         // Each sealed message's kind, for the frame it travels in (coverage, diagram).
         core.sentMessageTap = { [unowned self] link, kind, bytes in self.sealed[link, default: []].append((kind, bytes)) }
         return core

@@ -15,12 +15,11 @@ extension Simulation {
         push(.dialCheck(index, incarnation: node.incarnation, generation: node.dialCheckGeneration), at: at)
     }
 
-    /// The redial delay after `failures` consecutive failures: doubling from the minimum up to the cap, times a
-    /// random factor in [0.5, 1) so nodes that failed together do not redial together.
-    func backoff(_ failures: Int) -> Duration {
-        let doubled = nanoseconds(LabLimits.redialBackoffMin) << min(max(failures - 1, 0), 20)
-        let capped = min(doubled, nanoseconds(LabLimits.redialBackoffMax))
-        return .nanoseconds(Int64(Double(capped) * (0.5 + unit() / 2)))
+    /// A redial wait of the node's `RedialBackoff`, times a random factor in [0.5, 1): the lab's model of the timing
+    /// noise of real hosts, so nodes that failed together (a partition's heal, a crash) do not redial in lockstep on
+    /// the simulated clock. The backoff's growth is the node's own.
+    func spread(_ wait: Duration) -> Duration {
+        .nanoseconds(Int64(Double(nanoseconds(wait)) * (0.5 + unit() / 2)))
     }
 
     /// Nodes `index` may dial: every started node it holds no connection with (it cannot know who crashed), but a
@@ -160,18 +159,19 @@ extension Simulation {
         if connection.isFinished { connections[id] = nil }
         if connection.refusedAtCap {
             // A full node is no failure of the network: try another one soon, without growing the backoff.
-            if nodes[index].isUp { scheduleDialCheck(index, after: backoff(1)) }
+            if nodes[index].isUp { scheduleDialCheck(index, after: spread(nodes[index].backoff.min)) }
         } else {
             lostLink(index)
         }
     }
 
-    /// A node lost a link or a dial: count the failure and dial again after the backoff.
+    /// A node lost a link or a dial: dial again after the backoff, which grows.
     func lostLink(_ index: Int) {
         let node = nodes[index]
         guard node.isUp else { return }
-        node.failures += 1
-        scheduleDialCheck(index, after: backoff(node.failures))
+        let wait = node.backoff.delay
+        node.backoff.attempted()
+        scheduleDialCheck(index, after: spread(wait))
     }
 
     func partitioned(_ a: Int, _ b: Int) -> Bool {
@@ -271,7 +271,7 @@ extension Simulation {
             break
         }
         if connection.isFinished { connections[connection.id] = nil }
-        scheduleDialCheck(index, after: backoff(1))
+        scheduleDialCheck(index, after: spread(nodes[index].backoff.min))
     }
 
     /// Ends a connection at once (reset, partition, crash): in-flight chunks are lost, and each listed side's

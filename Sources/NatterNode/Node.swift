@@ -44,13 +44,6 @@ public actor Node: Service {
     public static let redialBackoffMax: Duration = .seconds(2)
     /// The longest the timer sleeps: bounds redial latency and keeps session timers honest.
     public static let tickIntervalMax: Duration = .milliseconds(500)
-    /// A turn that received more than this many bytes is bulk (sync batches of a node catching up), not chat: its
-    /// conversation-table refresh may wait up to `bulkRefreshInterval`, unless it stored a priority delivery (a
-    /// neighbour's chat, docs/protocol.md §3.7). A chat message is well under it.
-    public static let bulkTurnBytes = 64 * 1024
-    /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
-    /// instead of after every turn; they lag it by at most this or the next tick (`tickIntervalMax`).
-    public static let bulkRefreshInterval: Duration = .milliseconds(250)
 
     /// Threads the node actors run on, apart from Swift's shared cooperative pool. The actor does blocking work —
     /// SQLite reads, fsynced commits, refreshing conversation tables — and on the shared pool (as many threads as
@@ -79,13 +72,12 @@ public actor Node: Service {
     /// Links dialled because of a beacon, and the node tag that beacon carried.
     private var discovered: [ConnectionID: NodeTag] = [:]
     private let clock = ContinuousClock()
-    /// When the conversation tables were last refreshed (bulk turns refresh at most every `bulkRefreshInterval`).
-    private var lastRefresh: ContinuousClock.Instant?
+    /// When the conversation tables are refreshed after a turn (bulk turns at most every
+    /// `RefreshPacing.bulkInterval`; the tick catches up): the rule the lab's nodes follow too.
+    private var pacing = RefreshPacing()
     private let started: ContinuousClock.Instant
     /// Named peers and peers found by discovery, redialled with backoff while not connected.
-    private var redials = Redials<ConnectionID>(
-        backoffMin: Node.redialBackoffMin, backoffMax: Node.redialBackoffMax,
-        discoveredWindow: Node.discoveredRedialWindow)
+    private var redials = Redials<ConnectionID>(backoff: .shipped, discoveredWindow: Node.discoveredRedialWindow)
     /// Scores misbehaving peers and bans repeat offenders (enforced here and by the transport).
     private var penalties = PeerPenalties()
     /// The remote address of each open connection (what a ban refuses), and its peer once the handshake is done.
@@ -466,19 +458,18 @@ public actor Node: Service {
             if core.priorityStoredSinceRefresh { refresh() }
         }
         // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
-        if received <= Self.bulkTurnBytes || bulkRefreshDue { refresh() }
+        refresh(after: .received(bytes: received))
     }
 
-    /// Whether a refresh that bulk turns put off is due: the interval has passed since the last one, or a priority
-    /// delivery (a neighbour's chat, docs/protocol.md §3.7) stored records since.
-    private var bulkRefreshDue: Bool {
-        core.priorityStoredSinceRefresh || lastRefresh.map({ clock.now - $0 >= Self.bulkRefreshInterval }) ?? true
+    /// Refreshes the conversation tables if `RefreshPacing` says so after `turn`.
+    private func refresh(after turn: RefreshPacing.Turn) {
+        if pacing.refreshesNow(after: turn, priorityStored: core.priorityStoredSinceRefresh, now: now) { refresh() }
     }
 
     private func refresh() {
         guard core.isRefreshPending else { return }
         let started = clock.now
-        lastRefresh = started
+        pacing.refreshed(at: started - self.started)
         if Self.tracing { Self.trace("refresh") }
         perform(core.refreshPending(now: now))
         if Self.tracing { Self.trace("refreshed in \(clock.now - started)") }
@@ -526,7 +517,7 @@ public actor Node: Service {
         // them here could put a link's later frames before earlier ones (a turn may hold those already).
         for (connection, arrived) in inbox.lastArrivals() { core.heard(LinkID(connection.raw), at: arrived - started) }
         perform(core.handle(.tick, now: now))
-        if bulkRefreshDue { refresh() }
+        refresh(after: .tick)
         if let end = banEndsAt, end <= now { enforceBans() }
         let due = redials.due(now: now).filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
         for address in due {
@@ -637,35 +628,48 @@ public actor Node: Service {
     /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk.
     private func perform(_ actions: [NodeAction]) {
         if let sleeper, let deadline = core.nextDeadline(), deadline < sleeper.until { sleeper.task.cancel() }
-        for case .event(let event) in actions {
-            if Self.tracing { Self.trace("event \(String(describing: event).prefix(60))") }
-            switch event {
-            case .misbehaved(let link, let misbehaviour):
-                // A handshake timeout is scored only while the handshake slots are under load (it held a place).
-                if misbehaviour.kind != .stalledHandshake || transport.handshakesUnderLoad { penalise(link, misbehaviour) }
-                continuation.yield(.misbehaved(link, misbehaviour))
-            default:
-                if case .peerUp(let peer, let link) = event {
-                    linkedPeers[ConnectionID(raw: link.raw)] = peer
-                    transport.markEstablished(ConnectionID(raw: link.raw))
-                }
-                eventObserver?(event, clock.now)
-                continuation.yield(event)
-            }
-        }
-        guard syncStore() else { return }
-        for action in actions {
-            switch action {
+        for step in TurnPlan.steps(actions) {
+            turnObserver?(step)
+            switch step {
+            case .event(let event):
+                if Self.tracing { Self.trace("event \(String(describing: event).prefix(60))") }
+                show(event)
+            case .makeDurable:
+                guard syncStore() else { return }
             case .send(let link, let bytes):
                 if Self.tracing { Self.trace("send \(link) \(bytes.count) bytes") }
                 transport.send(ConnectionID(raw: link.raw), bytes)
             case .close(let link):
                 if Self.tracing { Self.trace("close \(link)") }
                 transport.close(ConnectionID(raw: link.raw))
-            case .event:
-                break
             }
         }
+    }
+
+    /// An event of a turn: scored (misbehaviour), noted (a peer's link) and reported.
+    private func show(_ event: NodeEvent) {
+        switch event {
+        case .misbehaved(let link, let misbehaviour):
+            // A handshake timeout is scored only while the handshake slots are under load (it held a place).
+            if misbehaviour.kind != .stalledHandshake || transport.handshakesUnderLoad { penalise(link, misbehaviour) }
+            continuation.yield(.misbehaved(link, misbehaviour))
+        default:
+            if case .peerUp(let peer, let link) = event {
+                linkedPeers[ConnectionID(raw: link.raw)] = peer
+                transport.markEstablished(ConnectionID(raw: link.raw))
+            }
+            eventObserver?(event, clock.now)
+            continuation.yield(event)
+        }
+    }
+
+    /// Called on the actor with each step of every turn as it is carried out (tests that compare the node's turns
+    /// with the lab's). Must not block.
+    private var turnObserver: (@Sendable (TurnPlan.Step) -> Void)?
+
+    /// Sets the observer of every turn's steps (`turnObserver`); nil removes it.
+    public func observeTurns(_ observer: (@Sendable (TurnPlan.Step) -> Void)?) {
+        turnObserver = observer
     }
 
     /// Makes the store's deferred commits durable; false (after closing every link and saying why) when the disk

@@ -61,6 +61,14 @@ struct LabOptions: ParsableArguments {
         transform: durationArgument)
     var pushInterval: Duration?
 
+    @Option(
+        help: ArgumentHelp(
+            "Refresh the conversation tables this long after records arrive, instead of after each turn as the node "
+                + "does (faster sweeps; not what ships).",
+            valueName: "DURATION"),
+        transform: durationArgument)
+    var refreshDelay: Duration?
+
     func apply(to configuration: inout LabConfiguration) {
         if let nodes { configuration.nodes = nodes }
         if let latency { configuration.latency = latency }
@@ -74,6 +82,7 @@ struct LabOptions: ParsableArguments {
         if let degreeMax { configuration.degreeMax = degreeMax }
         if let degreeTarget { configuration.degreeTarget = degreeTarget }
         if let pushInterval { configuration.pushInterval = pushInterval }
+        configuration.refreshDelay = refreshDelay
     }
 }
 

@@ -12,9 +12,7 @@ struct RedialsTests {
     let bob = PeerAddress(host: "127.0.0.1", port: 7002)
 
     func redials() -> Redials<Int> {
-        Redials(
-            backoffMin: Node.redialBackoffMin, backoffMax: Node.redialBackoffMax,
-            discoveredWindow: Node.discoveredRedialWindow)
+        Redials(backoff: .shipped, discoveredWindow: Node.discoveredRedialWindow)
     }
 
     /// Runs one tick at `now`: dials every address due, each failing (nil) or connecting on `connection`.
@@ -39,7 +37,7 @@ struct RedialsTests {
             now += .milliseconds(wait)
             #expect(tick(&redials, at: now) == [alice], "due after \(wait) ms")
         }
-        #expect(redials.entries[alice]?.backoff == Node.redialBackoffMax)
+        #expect(redials.entries[alice]?.backoff.delay == Node.redialBackoffMax)
     }
 
     @Test("a connected peer is not redialled; once its link closes it is, one (reset) backoff later")
@@ -48,7 +46,7 @@ struct RedialsTests {
         redials.addNamed(alice, now: .zero)
         _ = tick(&redials, at: .zero)  // fails: backoff 500 ms
         #expect(tick(&redials, at: .milliseconds(500), connection: 1) == [alice])  // connects: backoff starts over
-        #expect(redials.entries[alice]?.backoff == Node.redialBackoffMin)
+        #expect(redials.entries[alice]?.backoff.delay == Node.redialBackoffMin)
         #expect(tick(&redials, at: .seconds(60)).isEmpty, "connected: never due")
         redials.closed(1, now: .seconds(60))
         #expect(tick(&redials, at: .seconds(60) + .milliseconds(249)).isEmpty)

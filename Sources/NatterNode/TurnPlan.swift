@@ -1,0 +1,95 @@
+/// How a driver carries out a turn of its core, as pure rules with time as an input: the order of a turn's actions
+/// (`steps`) and when the conversation tables are brought up to date (`RefreshPacing`). The node actor (`Node`)
+/// and the lab's simulated nodes (`NatterLab`) both drive their cores by them, so the lab runs the policy that ships.
+///
+/// A turn is what a driver does between two waits: the node actor's handling of every transport event its inbox
+/// held, a tick, or a local write; one simulated event in the lab. The core is configured for it: ingests commit
+/// without their fsync (`RecordStore.IngestDurability.deferred`), and the conversation tables are refreshed when
+/// the driver says (`NodeConfiguration.conversationRefreshDelay` nil).
+public enum TurnPlan {
+    /// One step of a turn, in the order a driver carries them out.
+    public enum Step: Sendable {
+        /// Something the core reports: shown (or recorded) first, so a received message shows once committed.
+        case event(NodeEvent)
+        /// Make the turn's deferred commits durable (the store's fsync). A driver that cannot sends nothing more:
+        /// a byte sent could acknowledge a record a power cut would take back (DESIGN §6).
+        case makeDurable
+        case send(LinkID, [UInt8])
+        case close(LinkID)
+    }
+
+    /// A turn's actions as steps: every event first, then one `makeDurable`, then the sends and closes in the order
+    /// the core gave them. So no byte leaves the node — a credit, a receipt, a relayed record — before what the turn
+    /// stored is on disk, and every turn ends with its commits durable.
+    public static func steps(_ actions: [NodeAction]) -> [Step] {
+        var steps = [Step]()
+        steps.reserveCapacity(actions.count + 1)
+        for case .event(let event) in actions { steps.append(.event(event)) }
+        steps.append(.makeDurable)
+        for action in actions {
+            switch action {
+            case .send(let link, let bytes): steps.append(.send(link, bytes))
+            case .close(let link): steps.append(.close(link))
+            case .event: break
+            }
+        }
+        return steps
+    }
+}
+
+/// When a driver brings its core's conversation tables up to date after a turn (`NodeCore.refreshPending`), as a
+/// pure rule with time as an input. A refresh rewrites a changed conversation's derived rows, so it waits until a
+/// turn's sends are handed to the network; a chat turn then refreshes at once. A bulk turn (sync batches of a node
+/// catching up) refreshes at most every `bulkInterval`, and the next tick catches up, unless a priority delivery (a
+/// neighbour's chat, docs/protocol.md §3.7) stored records since the last refresh: those show at once.
+public struct RefreshPacing: Sendable {
+    /// What a driver's turn was.
+    public enum Turn: Sendable, Equatable {
+        /// Transport events that carried this many received bytes in all.
+        case received(bytes: Int)
+        /// A timer: refreshes only what bulk turns put off and is now due.
+        case tick
+        /// The user's own writes (and reads): always refreshed at once, the user sees them next.
+        case local
+    }
+
+    /// A turn that received more than this many bytes is bulk, not chat: its refresh may wait up to
+    /// `bulkInterval`. A chat message is well under it.
+    public static let bulkTurnBytes = 64 * 1024
+    /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
+    /// instead of after every turn; they lag it by at most this or until the driver's next tick.
+    public static let bulkInterval: Duration = .milliseconds(250)
+
+    /// When the tables were last refreshed (nil: never).
+    private var lastRefresh: Duration?
+
+    public init() {}
+
+    /// Whether to refresh now, at the end of `turn`, when a refresh is pending. `priorityStored`: a priority delivery
+    /// stored records since the last refresh (`NodeCore.priorityStoredSinceRefresh`).
+    public func refreshesNow(after turn: Turn, priorityStored: Bool, now: Duration) -> Bool {
+        switch turn {
+        case .local: true
+        case .received(let bytes): bytes <= Self.bulkTurnBytes || isDue(priorityStored: priorityStored, now: now)
+        case .tick: isDue(priorityStored: priorityStored, now: now)
+        }
+    }
+
+    /// Whether a refresh bulk turns put off is due: the interval passed since the last one, or a priority delivery
+    /// stored records since.
+    public func isDue(priorityStored: Bool, now: Duration) -> Bool {
+        priorityStored || lastRefresh.map { now - $0 >= Self.bulkInterval } ?? true
+    }
+
+    /// When a put-off refresh falls due, for a driver that schedules a tick for it (the lab; the node actor ticks at
+    /// least every `Node.tickIntervalMax` anyway). Nil when no refresh is pending.
+    public func deadline(pending: Bool) -> Duration? {
+        guard pending else { return nil }
+        return lastRefresh.map { $0 + Self.bulkInterval } ?? .zero
+    }
+
+    /// A refresh starts at `now`.
+    public mutating func refreshed(at now: Duration) {
+        lastRefresh = now
+    }
+}

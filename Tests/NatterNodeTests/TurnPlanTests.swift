@@ -1,0 +1,65 @@
+// Goal: the driver's turn rules that `Node` and the lab share (`TurnPlan.steps`, `RefreshPacing`): a turn's events come
+// first, then one durability sync, then its sends and closes in the core's order; a chat turn refreshes the tables at
+// once, a bulk turn (over 64 KiB) at most every 250 ms unless a priority delivery stored records, the tick catches up,
+// and the user's own writes always refresh. Method: the pure rules, time passed in.
+import Testing
+
+@testable import NatterNode
+
+@Suite("Turn plan and refresh pacing")
+struct TurnPlanTests {
+    /// A step as a letter and its link (`e`vent, `d`urability sync, `s`end, `c`lose).
+    func letters(_ steps: [TurnPlan.Step]) -> [String] {
+        steps.map { step in
+            switch step {
+            case .event: "e"
+            case .makeDurable: "d"
+            case .send(let link, _): "s\(link.raw)"
+            case .close(let link): "c\(link.raw)"
+            }
+        }
+    }
+
+    @Test("events first, then one durability sync, then sends and closes in the core's order")
+    func stepOrder() {
+        let actions: [NodeAction] = [
+            .send(LinkID(1), [1]), .event(.notice("a")), .close(LinkID(2)), .send(LinkID(3), [3]), .event(.notice("b")),
+        ]
+        #expect(letters(TurnPlan.steps(actions)) == ["e", "e", "d", "s1", "c2", "s3"])
+        #expect(letters(TurnPlan.steps([])) == ["d"], "every turn ends with its commits durable")
+    }
+
+    @Test("a chat turn refreshes at once; a bulk turn waits 250 ms since the last refresh, or for a priority delivery")
+    func pacing() {
+        var pacing = RefreshPacing()
+        let bulk = RefreshPacing.Turn.received(bytes: RefreshPacing.bulkTurnBytes + 1)
+        #expect(pacing.refreshesNow(after: bulk, priorityStored: false, now: .seconds(1)), "never refreshed yet")
+        pacing.refreshed(at: .seconds(1))
+        let chat = RefreshPacing.Turn.received(bytes: RefreshPacing.bulkTurnBytes)
+        #expect(pacing.refreshesNow(after: chat, priorityStored: false, now: .seconds(1)))
+        #expect(pacing.refreshesNow(after: .local, priorityStored: false, now: .seconds(1)))
+        let soon = Duration.seconds(1) + .milliseconds(249)
+        #expect(!pacing.refreshesNow(after: bulk, priorityStored: false, now: soon))
+        #expect(!pacing.refreshesNow(after: .tick, priorityStored: false, now: soon))
+        #expect(pacing.refreshesNow(after: bulk, priorityStored: true, now: soon), "a neighbour's chat shows at once")
+        #expect(pacing.refreshesNow(after: .tick, priorityStored: true, now: soon))
+        let due = Duration.seconds(1) + .milliseconds(250)
+        #expect(pacing.deadline(pending: true) == due)
+        #expect(pacing.deadline(pending: false) == nil)
+        #expect(pacing.refreshesNow(after: bulk, priorityStored: false, now: due))
+        #expect(pacing.refreshesNow(after: .tick, priorityStored: false, now: due), "the tick catches up")
+    }
+
+    @Test("the redial backoff doubles from its minimum to its cap and starts over")
+    func backoff() {
+        var backoff = RedialBackoff.shipped
+        var waits = [Duration]()
+        for _ in 0..<5 {
+            waits.append(backoff.delay)
+            backoff.attempted()
+        }
+        #expect(waits == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(2)])
+        backoff.reset()
+        #expect(backoff.delay == Node.redialBackoffMin)
+    }
+}
