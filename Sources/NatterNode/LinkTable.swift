@@ -288,6 +288,24 @@ struct LinkTable {
         return out + [.event(.peerDown(established.peer, id)), .close(id)]
     }
 
+    /// Ends link `id` if its time is up at `now`: a handshake not done within `handshakeTimeout` (failed, and a
+    /// `stalledHandshake` misbehaviour — the node scores it only while the transport's handshake slots are under
+    /// load, when it held a place), or a link being left whose close is due (with the goodbye). Nil: it goes on.
+    mutating func endIfDue(_ id: LinkID, now: Duration, handshakeTimeout: Duration) -> [NodeAction]? {
+        switch links[id] {
+        case .handshaking(_, let openedAt):
+            guard now >= openedAt + handshakeTimeout else { return [] }
+            remove(id)
+            let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(handshakeTimeout)")
+            return [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]
+        case .established(let established):
+            guard let closeAt = established.closeAt, now >= closeAt else { return nil }
+            return close(id)
+        case .replaced, nil:
+            return []
+        }
+    }
+
     /// Closes the replaced links whose grace has passed (`Link.replaced`).
     mutating func closeReplaced(now: Duration) -> [NodeAction] {
         let due = links.compactMap { id, link -> LinkID? in

@@ -714,16 +714,8 @@ public final class NodeCore {
         if relay.takeCheckDue(now: now) { out += enforceRelayQuota(now: now) }
         out += links.closeReplaced(now: now)
         for id in links.ids {
-            if let openedAt = links.handshakeOpenedAt(id) {
-                guard now >= openedAt + configuration.handshakeTimeout else { continue }
-                links.remove(id)
-                // Scored only while the transport's handshake slots are under load (`Node`): then it held a place.
-                let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(configuration.handshakeTimeout)")
-                out += [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]
-                continue
-            }
-            if let closeAt = links.read(id, { $0.closeAt }) ?? nil, now >= closeAt {
-                out += links.close(id)
+            if let ended = links.endIfDue(id, now: now, handshakeTimeout: configuration.handshakeTimeout) {
+                out += ended
                 continue
             }
             out += syncActions(id, links.withSession(id) { $0.tick(now: now) } ?? [], now: now)
