@@ -104,13 +104,34 @@ struct DeltaMemory: Sendable {
     }
 
     /// The statuses that changed since last reported, when receipts or the roster changed; forgets final ones.
+    /// A roster change can move any status; otherwise only those of messages between a member's old and new marks
+    /// for the messages' author are looked at, since a status depends on nothing else (`ConversationState.status`):
+    /// every message a member writes moves its marks, mostly for other people's feeds, and looking at all tracked
+    /// messages each time cost a refresh up to `statusesTrackedMax` status computations.
     mutating func statusChanges(in state: ConversationState) -> [StatusChange] {
         let roster = Set(state.members.keys)
         guard state.receipts != receipts || roster != members else { return [] }
+        var moved: [ClosedRange<UInt64>]? = []
+        if roster == members, let author = tracked.lazy.compactMap({ state.message($0)?.author }).first {
+            for member in Set(receipts.keys).union(state.receipts.keys) {
+                let (before, after) = (receipts[member], state.receipts[member])
+                guard before != after else { continue }
+                for clock in [\ReaderMarks.delivered, \ReaderMarks.read] {
+                    let (old, new) = (before?[keyPath: clock][author] ?? 0, after?[keyPath: clock][author] ?? 0)
+                    if old != new { moved?.append((min(old, new) + 1)...max(old, new)) }
+                }
+            }
+        } else {
+            moved = nil  // the roster changed (or nothing is tracked): look at every one
+        }
         receipts = state.receipts
         members = roster
         var changes = [StatusChange]()
         for id in tracked where statuses[id] != nil {
+            if let moved {
+                guard let sequence = state.message(id)?.sequence, moved.contains(where: { $0.contains(sequence) })
+                else { continue }
+            }
             guard let now = state.status(of: id) else {
                 statuses[id] = nil
                 continue
