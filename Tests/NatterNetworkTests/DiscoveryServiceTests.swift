@@ -58,14 +58,14 @@ struct DiscoveryServiceTests {
 
         let dials = await recorder.dials.mapValues { $0.filter { ![sharedBarrier, otherBarrier].contains($0.tag) } }
         let logs = await recorder.logs
-        // Each of A and B dialed the other, at 127.0.0.1 with the other's TCP port, and never once per beacon: fewer
-        // dials than the other's beacons seen on the port (its burst and its answers). How many exactly depends on
-        // how far a loaded machine stretches the 400 ms burst past `dialIntervalMin`, so the one-per-second spacing
-        // itself is asserted on the machine with a manual clock (DiscoveryMachineTests), not here.
+        // Each of A and B dialed the other, at 127.0.0.1 with the other's TCP port, and never more often than the
+        // other beaconed (a beacon causes at most one dial). How many exactly depends on how far a loaded machine
+        // stretches the 400 ms burst past `dialIntervalMin` (CI saw the three burst beacons 7 s apart), so the
+        // one-dial-per-burst rule itself is asserted with a manual clock (DiscoveryMachineTests), not here.
         for (me, other) in [(a, b), (b, a)] {
             let mine = dials[me.tag, default: []]
             let beaconsOfOther = probe.count(of: other.tag)
-            #expect(mine.count >= 1 && mine.count < beaconsOfOther, "\(mine.count) dials, \(beaconsOfOther) beacons")
+            #expect(mine.count >= 1 && mine.count <= beaconsOfOther, "\(mine.count) dials, \(beaconsOfOther) beacons")
             #expect(mine.first?.host == "127.0.0.1")
             #expect(mine.first?.port == other.tcpPort)
             #expect(mine.first?.tag == other.tag)
