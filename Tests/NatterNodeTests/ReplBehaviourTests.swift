@@ -24,15 +24,15 @@ struct ReplBehaviourTests {
         await alice.node.observeEvents { event, _ in
             if case .peerUp = event { ups.withLock { $0 += 1 } }
         }
-        await alice.succeeds("/wait peer Bob 10")
-        await bob.succeeds("/wait peer Alice 10")
+        await alice.succeeds("/wait peer Bob 30")
+        await bob.succeeds("/wait peer Alice 30")
         let before = ups.withLock { $0 }
         // Bob dials Alice again: the new link (same initiator) replaces the old one on both ends.
         await bob.succeeds("/connect 127.0.0.1:\(alice.node.port)")
-        try await waitFor("the second link", deadline: 10) { ups.withLock { $0 } > before }
+        try await waitFor("the second link", deadline: 30) { ups.withLock { $0 } > before }
         // The replacement is done once Alice holds one link to Bob again and Bob's REPL has seen the new one.
-        try await waitFor("one link each", deadline: 10) { await alice.node.connectedPeers.count == 1 }
-        await bob.succeeds("/wait peer Alice 10")
+        try await waitFor("one link each", deadline: 30) { await alice.node.connectedPeers.count == 1 }
+        await bob.succeeds("/wait peer Alice 30")
         for node in [alice, bob] {
             #expect(!node.console.output.contains { $0.contains("went offline") }, "\(node.console.output)")
             #expect(node.console.output.filter { $0.contains("is online") }.count == 1, "\(node.console.output)")
@@ -47,15 +47,15 @@ struct ReplBehaviourTests {
         let bob = try await ReplNode(root: root, name: "Bob", peers: [alice.node.port]) { $0.interactive = true }
         defer { Task { await alice.stop() } }
         defer { Task { await bob.stop() } }
-        await bob.succeeds("/wait known Alice 10")
-        await alice.succeeds("/wait known Bob 10")
+        await bob.succeeds("/wait known Alice 30")
+        await alice.succeeds("/wait known Bob 30")
         await alice.succeeds("/msg Bob are you there?")
-        try await waitFor("Bob's prompt to count it", deadline: 10) {
+        try await waitFor("Bob's prompt to count it", deadline: 30) {
             bob.console.prompts.withLock { $0.last?.contains("1 unread") == true }
         }
         await bob.succeeds("/open Alice")
         // Nothing else is sent: the node's own read receipt alone must clear the count.
-        try await waitFor("the unread count to go", deadline: 10) {
+        try await waitFor("the unread count to go", deadline: 30) {
             bob.console.prompts.withLock { $0.last.map { !$0.contains("unread") && $0.hasPrefix("[Alice") } ?? false }
         }
     }
@@ -69,14 +69,14 @@ struct ReplBehaviourTests {
         defer { Task { await alice.stop() } }
         defer { Task { await bob.stop() } }
         let fingerprint = await alice.node.identity.author.publicKey.fingerprint
-        try await waitFor("a profile event naming Alice", deadline: 10) {
+        try await waitFor("a profile event naming Alice", deadline: 30) {
             bob.console.output.contains {
                 $0.hasPrefix("{\"type\":\"profile\",\"name\":\"Alice\",\"fingerprint\":\"\(fingerprint)\"")
             }
         }
         // Renamed later: the new name comes the same way.
         await alice.succeeds("/nick Alice Liddell")
-        try await waitFor("a profile event with the new name", deadline: 10) {
+        try await waitFor("a profile event with the new name", deadline: 30) {
             bob.console.output.contains { $0.hasPrefix("{\"type\":\"profile\",\"name\":\"Alice Liddell\"") }
         }
     }
@@ -89,11 +89,11 @@ struct ReplBehaviourTests {
         let bob = try await ReplNode(root: root, name: "Bob", peers: [alice.node.port])
         defer { Task { await alice.stop() } }
         defer { Task { await bob.stop() } }
-        await alice.succeeds("/wait known Bob 10")
-        await bob.succeeds("/wait known Alice 10")
+        await alice.succeeds("/wait known Bob 30")
+        await bob.succeeds("/wait known Alice 30")
         await alice.succeeds("/msg Bob read me")
-        await bob.succeeds("/wait known Alice 10")
-        try await waitFor("Bob's notice", deadline: 10) { bob.console.output.contains { $0.contains("read me") } }
+        await bob.succeeds("/wait known Alice 30")
+        try await waitFor("Bob's notice", deadline: 30) { bob.console.output.contains { $0.contains("read me") } }
         await bob.succeeds("/open Alice")
         await alice.succeeds("/wait read last 10")
         let lines = await alice.succeeds("/receipts last")
@@ -111,8 +111,8 @@ struct ReplBehaviourTests {
         defer { Task { await alice.stop() } }
         defer { Task { await bob.stop() } }
         defer { Task { await carol.stop() } }
-        await alice.succeeds("/wait known Bob 10")
-        await alice.succeeds("/wait known Carol 10")
+        await alice.succeeds("/wait known Bob 30")
+        await alice.succeeds("/wait known Carol 30")
         await alice.succeeds("/group create Lab Bob Carol")
         await carol.sees("Alice created the group")
         await carol.succeeds("/open Lab")
@@ -130,7 +130,7 @@ struct ReplBehaviourTests {
         await bob.succeeds("/open Lab")
         let canary = "after-\(UUID().uuidString)"
         await bob.succeeds(canary)
-        try await waitFor("Carol to hold Bob's line", deadline: 10) {
+        try await waitFor("Carol to hold Bob's line", deadline: 30) {
             let (mine, bobs) = (try await carol.node.read { try $0.digests().log }, try await bob.node.read { try $0.digests().log })
             return mine == bobs
         }
