@@ -12,6 +12,8 @@ extension Simulation {
         let initial = nodes[..<configuration.nodes].filter { !lateJoiners.contains($0.index) }
         if group == nil, let core = creator.core {
             let others = initial.dropFirst().map(\.author)
+            // `try?`: a profile the store cannot read now counts as not held yet; setup waits and asks again, and a
+            // setup that never completes is reported (`setupProblem`).
             let holdsAll = others.allSatisfy { (try? core.conversations.profile(of: $0)) != nil }
             if holdsAll {
                 do {
@@ -46,6 +48,7 @@ extension Simulation {
         guard let createPosition else {
             let core = nodes[0].core
             let missing = nodes[1..<configuration.nodes].filter { node in
+                // `try?`: an unreadable profile is one the creator lacks, which is what this message reports.
                 !lateJoiners.contains(node.index) && (try? core?.conversations.profile(of: node.author)) == nil
             }
             return "the creator lacks the profiles of \(missing.map(\.name).joined(separator: " "))"

@@ -29,7 +29,8 @@ extension Simulation {
         guard index == LabVariant.node, let variant = configuration.variant, phase != .setup, let group else { return }
         switch variant {
         case .earlyApply:
-            // Every record stored but not applied yet is reported applied now.
+            // Every record stored but not applied yet is reported applied now. (`try?`: this is the deliberately
+            // broken node; a read that fails only breaks it less this turn.)
             let store = nodes[index].store
             guard let feeds = try? store.feeds(of: group) else { return }
             for feed in feeds where feed.applied < feed.stored {

@@ -110,6 +110,7 @@ extension Simulation {
         guard let group, let core = nodes[0].core else { return }
         for index in 0..<configuration.nodes where nodes[index].isUp && membership[index] == nil {
             if let due = readmitAt[index], due > now { continue }
+            // `try?`: a profile the creator cannot read now is not held yet; the next probe tries again.
             guard (try? core.conversations.profile(of: nodes[index].author)) != nil else { continue }
             do {
                 let record = try core.conversations.add([nodes[index].author], to: group, now: millis(now))
@@ -208,6 +209,8 @@ extension Simulation {
     /// with the twin, and the original's records are due everywhere as usual.
     private func forgetForksThatStayedHome(live: [Int]) {
         for (feed, _) in ledger.forks.sorted(by: { ($0.key.conversation, $0.key.author) < ($1.key.conversation, $1.key.author) }) {
+            // `try?` (here and in `forksKnownEverywhere`): a store that cannot be read counts as not knowing the
+            // fork, so the run keeps the fork in its checks rather than passing over it.
             let known = live.contains { index in
                 ((try? nodes[index].store.feeds(of: feed.conversation))?.first { $0.author == feed.author })?
                     .forkSequence != nil

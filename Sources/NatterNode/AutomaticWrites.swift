@@ -57,8 +57,8 @@ struct AutomaticWrites {
     private var lastReceipt: [ConversationID: Last] = [:]
     /// Each conversation's interval, as last told (`receiptNeeded`).
     private var intervals: [ConversationID: Duration] = [:]
-    /// The conversation this node's user is viewing (receipts there say "read").
-    var viewing: ConversationID?
+    /// The conversation this node's user is viewing (receipts there say "read"; `view`).
+    private(set) var viewing: ConversationID?
 
     init(configuration: ReceiptConfiguration) {
         self.configuration = configuration
@@ -66,6 +66,9 @@ struct AutomaticWrites {
 
     /// When the next write is due.
     var nextDeadline: Duration? { due.values.map(\.at).min() }
+
+    /// The user now views `conversation` (nil: none).
+    mutating func view(_ conversation: ConversationID?) { viewing = conversation }
 
     /// Schedules what this node owes in a conversation it reads, from `snapshot`: a re-key when the rules name it
     /// and it would change something (`owesRekey`: no epoch matches the roster, or it can merge a head that leaves

@@ -208,7 +208,7 @@ public final class NodeCore {
     /// The conversation this node's user is viewing now (nil: none): receipts written there say "read", and one is
     /// due at once if something in it is unread.
     public func view(_ conversation: ConversationID?, now: Duration) -> [NodeAction] {
-        automatic.viewing = conversation
+        automatic.view(conversation)
         if let conversation { reviewReceipts(of: conversation, now: now) }
         return []
     }
