@@ -515,7 +515,7 @@ public actor Node: Service {
     private func tick() async {
         // Bytes that arrived while the actor was busy prove their links alive, although not handled yet: handling
         // them here could put a link's later frames before earlier ones (a turn may hold those already).
-        for (connection, arrived) in inbox.lastArrivals() { core.heard(LinkID(connection.raw), at: arrived - started) }
+        for (connection, arrived) in inbox.takeArrivals() { core.heard(LinkID(connection.raw), at: arrived - started) }
         perform(core.handle(.tick, now: now))
         refresh(after: .tick)
         if let end = banEndsAt, end <= now { enforceBans() }

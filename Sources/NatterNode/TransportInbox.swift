@@ -12,7 +12,7 @@ final class TransportInbox: Sendable {
 
     private struct State {
         var events: [TCPTransport.Event] = []
-        /// When bytes last arrived on each open connection, handled or not (one entry per connection).
+        /// When bytes last arrived on each open connection since the last `takeArrivals`, handled or not.
         var arrivals: [ConnectionID: ContinuousClock.Instant] = [:]
         var waiter: CheckedContinuation<[TCPTransport.Event]?, Never>?
         var finished = false
@@ -36,10 +36,16 @@ final class TransportInbox: Sendable {
         waiter?.resume(returning: takeAll())
     }
 
-    /// When bytes last arrived on each open connection, including bytes still waiting here or taken by a turn that
-    /// has not run yet. A link's liveness counts these (`NodeCore.heard`): a node too busy to handle what its peer
-    /// sent must not declare that peer dead for the silence it only imagines.
-    func lastArrivals() -> [ConnectionID: ContinuousClock.Instant] { state.withLock { $0.arrivals } }
+    /// When bytes last arrived on each connection that received any since the last call, including bytes still
+    /// waiting here or taken by a turn that has not run yet. A link's liveness counts these (`NodeCore.heard`): a
+    /// node too busy to handle what its peer sent must not declare that peer dead for the silence it only imagines.
+    /// Taken, not copied: each tick tells the core only of connections heard since the one before.
+    func takeArrivals() -> [ConnectionID: ContinuousClock.Instant] {
+        state.withLock { state in
+            defer { state.arrivals = [:] }
+            return state.arrivals
+        }
+    }
 
     func finish() {
         let waiter = state.withLock { state -> CheckedContinuation<[TCPTransport.Event]?, Never>? in
