@@ -43,10 +43,16 @@ fi
 # their own: their long synchronous runs hold the test process's cooperative threads, and beside them the real
 # nodes' tasks waited seconds for a thread (CI saw discovery take 7 s and a link not come up in 10 s).
 heavy_suites='CrashCampaignTests|ConversationConvergenceTests|NatterLabTests'
-swift test --skip-build --skip "$heavy_suites"
+# The link-replacement REPL test needs its two nodes' handshakes to finish within the 5 s grace of a replaced link;
+# in a test process stalled for 7-12 s by other suites' synchronous work (seen in CI) the old link times out first and
+# a flap is printed. It runs alone, last (seconds); the rule itself is NodeCoreTests', in virtual time. Nodes starved
+# for seconds losing their links is issue 18's open "busy is not dead" point.
+alone_suites='ReplBehaviourTests'
+swift test --skip-build --skip "$heavy_suites|$alone_suites"
 # 60 SIGKILLs here (about 2 minutes); the full campaign of 200 is
 # `NATTER_CRASH_ROUNDS=200 swift test --filter CrashCampaignTests` (docs/security.md, item 29).
 NATTER_CRASH_ROUNDS="${NATTER_CRASH_ROUNDS:-60}" swift test --skip-build --filter "$heavy_suites"
+swift test --skip-build --filter "$alone_suites"
 
 # The lab's smoke sweep: 100 seeds with random faults (loss, duplication, partitions, crash-restarts) on a release
 # build, two halves side by side on two cores. Every seed must converge and pass every checker (docs/lab.md).
