@@ -1,4 +1,5 @@
 import NatterModel
+import NatterStore
 import NatterSync
 
 /// The bounds of a node's causal buffer, each with its reason (`NodeConfiguration.causalBuffer`).
@@ -110,7 +111,6 @@ struct CausalBuffer {
         return entry.record
     }
 
-    /// Gives up records that waited longer than the age bound; returns how many.
     /// Hands every record whose predecessor is now stored to `ingest`, repeatedly, until none is left that can go:
     /// `storedHead` says how far a feed is stored (nil: the store cannot say; the feed waits), and `ingest` stores a
     /// record and says whether it was (nil: not stored; it is not offered again this time).
@@ -125,6 +125,7 @@ struct CausalBuffer {
         }
     }
 
+    /// Gives up records that waited longer than the age bound; returns how many.
     mutating func expire(now: Duration) -> Int {
         var expired = 0
         for feed in entries.keys.sorted() {
@@ -179,5 +180,31 @@ struct CausalBuffer {
         assert(count <= limits.recordsMax && bytes <= limits.bytesMax, "the causal buffer within its bounds")
         assert(holdings.values.allSatisfy { $0.records <= limits.peerRecordsMax && $0.bytes <= limits.peerBytesMax })
         assert(holdings.values.reduce(0) { $0 + $1.records } == count, "holdings add up")
+    }
+}
+
+extension CausalBuffer {
+    /// Ingests into `store` every held record whose predecessor is stored now; returns what was stored and what
+    /// became applied. A feed the store cannot read now, or a record it cannot store now, waits in the buffer (until
+    /// it expires, and anti-entropy fetches it again): those errors are not the delivering peer's fault.
+    mutating func drain(
+        into store: RecordStore, receivedAtMillis: Int64, durability: RecordStore.IngestDurability
+    ) -> (stored: [Record], applied: [RecordRef]) {
+        var stored = [Record]()
+        var applied = [RecordRef]()
+        drain(
+            storedHead: { feed in
+                // `try?`: a feed the store cannot read now waits (above).
+                (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }.map(\.stored)
+            },
+            ingest: { record in
+                // `try?`: a record the store cannot store now waits (above).
+                let report = try? store.ingest([record], receivedAtMillis: receivedAtMillis, durability: durability)
+                guard let report, case .stored = report.outcomes[0] else { return false }
+                stored.append(record)
+                applied += report.applied
+                return true
+            })
+        return (stored, applied)
     }
 }

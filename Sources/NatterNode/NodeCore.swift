@@ -120,7 +120,7 @@ public final class NodeCore {
 
     public func handle(_ input: NodeInput, now: Duration) -> [NodeAction] {
         var out = handleInput(input, now: now)
-        out += carryOut(trees.regraftLostParents(links: &links, storedHead: storedHead, now: now), now: now)
+        out += carryOut(trees.regraftLostParents(links: &links, storedHead: store.storedHead, now: now), now: now)
         out += files.maintain(links: &links, now: now, nowMillis: wallClockMillis(now))
         return out
     }
@@ -166,7 +166,7 @@ public final class NodeCore {
         links.scheduleClose(id, at: now + closing.1 * NatterSync.Limits.syncLeaveGraceHandshakes)
         let actions = links.withSession(id) { $0.leave(now: now) } ?? []
         var out = syncActions(id, actions, now: now)
-        out += carryOut(trees.stopSupplying(id, links: &links, storedHead: storedHead, now: now), now: now)
+        out += carryOut(trees.stopSupplying(id, links: &links, storedHead: store.storedHead, now: now), now: now)
         return out
     }
 
@@ -365,10 +365,11 @@ public final class NodeCore {
             case .progress(let received, let expected):
                 out.append(.event(.syncProgress(peer, received: received, expected: expected)))
             case .peerLeaving:
-                out += carryOut(trees.stopSupplying(id, links: &links, storedHead: storedHead, now: now), now: now)
+                out += carryOut(
+                    trees.stopSupplying(id, links: &links, storedHead: store.storedHead, now: now), now: now)
             case .rerouted(let feeds):
                 out += carryOut(
-                    trees.rerouted(feeds, from: id, links: &links, storedHead: storedHead, now: now), now: now)
+                    trees.rerouted(feeds, from: id, links: &links, storedHead: store.storedHead, now: now), now: now)
             case .close(let error):
                 out += links.fail(id, error)
             }
@@ -445,38 +446,15 @@ public final class NodeCore {
         var out = ownRecordsArrived(
             zip(records, outcomes).filter { $0.0.header.author == identity.author && $0.1.isNewToFeed }.map(\.0.header),
             initialExchange: !links.isCaughtUp(id))
-        var stored = [StoredRecord]()
-        /// The records appended to their feeds (not fork evidence), for the tree's lag check.
-        var appended = [Record]()
-        var copies = [FeedKey]()
-        /// New records held for a gap: their link is ahead of us in their feed.
-        var ahead = [StoredRecord]()
+        let sorted = SortedIngest(records, outcomes)
         recordsDelivered += records.count
-        let deliveredBy = links.read(id) { $0.peer }
-        for (record, outcome) in zip(records, outcomes) {
-            let header = record.header
-            switch outcome {
-            case .stored, .forkEvidence:
-                let isEvidence = if case .forkEvidence = outcome { true } else { false }
-                if !isEvidence {
-                    recordsNew += 1
-                    if lane == .priority { scheduler.noteChat(header, now: now) }
-                    appended.append(record)
-                }
-                stored.append(
-                    StoredRecord(
-                        conversation: header.conversation, author: header.author, sequence: header.sequence,
-                        bytes: record.bytes, isForkEvidence: isEvidence))
-            case .outOfOrder:
-                // Refused when its peer holds its share: the session asks for the gap either way.
-                if let deliveredBy { _ = causalBuffer.hold(record, from: deliveredBy, now: now) }
-                ahead.append(StoredRecord(record))
-            case .duplicate:
-                copies.append(FeedKey(conversation: header.conversation, author: header.author))
-            case .rejected:
-                break
-            }
+        recordsNew += sorted.appended.count
+        if lane == .priority { for record in sorted.appended { scheduler.noteChat(record.header, now: now) } }
+        // Refused when its peer holds its share: the session asks for the gap either way.
+        if let deliveredBy = links.read(id, { $0.peer }) {
+            for record in sorted.outOfOrder { _ = causalBuffer.hold(record, from: deliveredBy, now: now) }
         }
+        var stored = sorted.stored
         let fromLink = stored.filter { !$0.isForkEvidence }
         var offset = 0
         for delivery in delivered {
@@ -486,7 +464,8 @@ public final class NodeCore {
             out += syncActions(id, actions, now: now)
         }
         out += fetchInvited(invitations, from: id, now: now)
-        let drained = drainCausalBuffer(now: now)
+        let drained = causalBuffer.drain(
+            into: store, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
         recordsNew += drained.stored.count
         stored += drained.stored.map { StoredRecord($0) }
         // Own records that came back from a peer (a restored identity): the run in memory may no longer end at the head.
@@ -495,11 +474,14 @@ public final class NodeCore {
         out += storedLocally(stored, now: now)
         if !stored.isEmpty { relay.noteStored(now: now) }
         out += carryOut(
-            trees.delivered(on: id, stored: fromLink + ahead, copies: copies, links: &links, now: now), now: now)
+            trees.delivered(on: id, stored: fromLink + sorted.ahead, copies: sorted.copies, links: &links, now: now),
+            now: now)
         // A record applied here has every dependency applied: only those still waiting can reveal a lagging feed.
         let appliedIDs = Set((storeReport.applied + drained.applied).map(\.id))
-        let waiting = appended.filter { !appliedIDs.contains($0.id) }.map(\.header) + drained.stored.map(\.header)
-        out += carryOut(trees.regraftLagging(waiting, links: &links, heads: storedHeads, now: now), now: now)
+        let waiting =
+            sorted.appended.filter { !appliedIDs.contains($0.id) }.map(\.header) + drained.stored.map(\.header)
+        out += carryOut(
+            trees.regraftLagging(waiting, links: &links, heads: store.storedHeads(of:), now: now), now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(now: now)
@@ -534,43 +516,10 @@ public final class NodeCore {
         configuration.clockOriginMillis + now.wholeMilliseconds
     }
 
-    /// Ingests buffered records whose predecessors have arrived; returns what was stored and what became applied.
-    private func drainCausalBuffer(now: Duration) -> (stored: [Record], applied: [RecordRef]) {
-        var stored = [Record]()
-        var applied = [RecordRef]()
-        // `try?`: a feed the store cannot read now, or a record it cannot store now, waits in the buffer (until it
-        // expires, and anti-entropy fetches it again).
-        causalBuffer.drain(
-            storedHead: { feed in
-                (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }.map(\.stored)
-            },
-            ingest: { record in
-                guard let report = try? storeIngest([record], now: now), case .stored = report.outcomes[0] else {
-                    return false
-                }
-                stored.append(record)
-                applied += report.applied
-                return true
-            })
-        return (stored, applied)
-    }
-
     /// Ingests received records into the store, stamped with the wall clock and committed as configured
     /// (`NodeConfiguration.ingestDurability`).
     private func storeIngest(_ records: [Record], now: Duration) throws(StoreError) -> IngestReport {
         try store.ingest(records, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
-    }
-
-    /// The stored head of a feed (0 when the store cannot say: the feed is then grafted from its start, which only
-    /// costs copies).
-    private func storedHead(_ feed: FeedKey) -> UInt64 {
-        storedHeads(feed.conversation)[feed.author] ?? 0
-    }
-
-    /// The stored heads of a conversation's feeds (empty when the store cannot say, as for `storedHead`).
-    private func storedHeads(_ conversation: ConversationID) -> [AuthorID: UInt64] {
-        guard let feeds = try? store.feeds(of: conversation) else { return [:] }
-        return Dictionary(feeds.map { ($0.author, $0.stored) }, uniquingKeysWith: max)
     }
 
     /// Tells every session what the node stored, so they push it to their peers: records of this node and of its

@@ -101,3 +101,17 @@ extension SyncIngestOutcome {
         }
     }
 }
+
+extension RecordStore {
+    /// The stored heads of a conversation's feeds (empty when the store cannot say: the feeds are then grafted from
+    /// their start, which only costs copies).
+    func storedHeads(of conversation: ConversationID) -> [AuthorID: UInt64] {
+        guard let feeds = try? feeds(of: conversation) else { return [:] }  // `try?`: see above
+        return Dictionary(feeds.map { ($0.author, $0.stored) }, uniquingKeysWith: max)
+    }
+
+    /// The stored head of a feed (0 when the store cannot say, as for `storedHeads`).
+    func storedHead(_ feed: FeedKey) -> UInt64 {
+        storedHeads(of: feed.conversation)[feed.author] ?? 0
+    }
+}
