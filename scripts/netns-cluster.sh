@@ -71,7 +71,8 @@ if [ -n "$tracedir" ]; then mkdir -p "$tracedir"; tracedir="$(cd "$tracedir" && 
 if [ -n "$capture" ]; then command -v tcpdump >/dev/null || { echo "netns-cluster: --capture needs tcpdump"; exit 2; }; fi
 
 script=netns-cluster
-tag="${NATTER_NETNS_PREFIX:-}n$$"
+# Four digits of the PID: interface names ("${tag}e$i") must fit Linux's 15 characters with an 8-character prefix.
+tag="${NATTER_NETNS_PREFIX:-}n$(( $$ % 10000 ))"
 subnet="10.213.$(( $$ % 200 + 20 ))"
 work="$(mktemp -d /tmp/natter-netns-XXXXXX)"
 switch="${tag}sw"
@@ -228,11 +229,11 @@ fi
 if [ -n "$tracedir" ]; then
     # node0's last /digest was taken at the last convergence; ask again so nothing written since is missed.
     send 0 "/digest"; sleep 1
-    expected="$(latest_digest 0)"
+    expected="$(latest_digest 0 | sort)"
     stop_node 0
     rm -rf "$tracedir/node0"; cp -a "$work/node0" "$tracedir/node0"
     if "$binary" lab replay "$tracedir/node0.trace" --data "$tracedir/node0" > "$tracedir/replay.out" 2>&1; then
-        replayed="$(grep -E '^(log|conversation) ' "$tracedir/replay.out")"
+        replayed="$(grep -E '^(log|conversation) ' "$tracedir/replay.out" | sort)"
         if [ "$replayed" = "$expected" ]; then
             size=$(stat -c %s "$tracedir/node0.trace")
             echo "netns-cluster: node0's trace ($size bytes) replays to its last /digest: $(head -1 "$tracedir/replay.out")"

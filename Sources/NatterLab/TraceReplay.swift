@@ -78,9 +78,9 @@ public enum TraceReplay {
                 let now = Duration.nanoseconds(entry.at)
                 switch entry.call {
                 case .digests(let digests):
-                    recorded = digests
+                    recorded = digests.normalized
                     let reached = try core.digests()
-                    if divergence == nil, reached != digests {
+                    if divergence == nil, reached != recorded {
                         divergence =
                             "entry \(index): the digests differ from the node's (\(describe(reached)) here, "
                             + "\(describe(digests)) recorded)"

@@ -69,6 +69,11 @@ public struct TraceDigests: Equatable, Sendable {
         self.log = log
         self.conversations = conversations
     }
+
+    /// The same digests with the conversations by id (nodes list them by local activity).
+    public var normalized: TraceDigests {
+        TraceDigests(log: log, conversations: conversations.sorted { $0.id < $1.id })
+    }
 }
 
 /// A call the driver made to its core (links by their raw ids).
@@ -143,6 +148,34 @@ public struct TraceEntry: Equatable, Sendable {
         self.call = call
         self.draws = draws
         self.writes = writes
+    }
+
+    /// Whether the decoder takes this entry back (`TraceLimits`): a recorder stops rather than write one it would
+    /// refuse.
+    public var isWithinLimits: Bool {
+        func fits(_ records: [TraceRecord]) -> Bool {
+            records.count <= TraceLimits.recordsMax
+                && records.allSatisfy {
+                    if case .bytes(let bytes) = $0 { bytes.count <= Limits.recordBytesMax } else { true }
+                }
+        }
+        let results = writes.allSatisfy { write in
+            write.count <= TraceLimits.resultsMax
+                && write.allSatisfy { if case .wrote(_, let records) = $0 { fits(records) } else { true } }
+        }
+        let call: Bool
+        switch self.call {
+        case .received(_, let bytes): call = bytes.count <= TraceLimits.entryBytesMax
+        case .refused(let peers): call = peers.count <= TraceLimits.refusedMax
+        case .published(let records): call = fits(records)
+        case .author(let marks): call = marks.count <= TraceLimits.resultsMax
+        case .digests(let digests):
+            call =
+                digests.log.count == 32 && digests.conversations.count <= TraceLimits.digestsMax
+                && digests.conversations.allSatisfy { $0.digest.count == 32 }
+        default: call = true
+        }
+        return call && results && draws.count <= TraceLimits.drawsMax && writes.count <= TraceLimits.writesMax
     }
 }
 

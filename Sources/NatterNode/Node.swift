@@ -121,12 +121,19 @@ public actor Node: Service {
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
         configuration.ingestDurability = .deferred  // `perform` syncs before a turn's sends
-        let recorder = try trace.map(TraceRecorder.init)
+        var recorder = try trace.map(TraceRecorder.init)
         core = NodeCore(
             store: store, identity: identity, networkKey: networkKey, configuration: configuration,
             random: recorder?.generator() ?? SecureRandomGenerator())
         try core.conversations.refreshChanged()
-        try recorder?.start(node: identity.author, configuration: configuration, store: store)
+        // Why the node runs without the trace asked for (its header does not fit the bound), said once it runs.
+        var traceRefused: String?
+        do {
+            try recorder?.start(node: identity.author, configuration: configuration, store: store)
+        } catch {
+            traceRefused = "trace: \(error)"
+            recorder = nil
+        }
         if let recorder {
             core.writer = { [conversations = core.conversations, author = identity.author] intents, nowMillis in
                 let results = conversations.author(intents, now: nowMillis)
@@ -142,6 +149,7 @@ public actor Node: Service {
         self.discovery = discovery.map { DiscoveryService(networkKey: networkKey, tcpPort: bound, configuration: $0) }
         started = clock.now
         (events, continuation) = AsyncStream.makeStream(of: NodeEvent.self, bufferingPolicy: .unbounded)
+        if let traceRefused { continuation.yield(.notice(traceRefused)) }
         for peer in peers { redials.addNamed(peer, now: .zero) }
     }
 

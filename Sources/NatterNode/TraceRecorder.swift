@@ -59,8 +59,9 @@ final class TraceRecorder {
             node: node, startMillis: configuration.clockOriginMillis, initialLogDigest: try store.logDigest(),
             settings: TraceSettings.settings(of: configuration), initialDraws: draws.take(), initialRecords: records)
         let bytes = TraceCodec.encode(header)
-        guard bytes.count + Self.reserve <= bytesMax else {
+        guard bytes.count + Self.reserve <= bytesMax, bytes.count - 17 <= TraceLimits.headerBytesMax else {
             stopped = true
+            draws.isOn = false
             file.close()
             throw TraceReplayError(
                 "the trace's header (\(bytes.count) bytes: \(records.count) records held) is over its bound of "
@@ -101,17 +102,22 @@ final class TraceRecorder {
         guard !stopped, var entry = current else { return nil }
         current = nil
         entry.draws += draws.take()
-        return append(TraceCodec.encode(entry), now: now)
+        return append(entry, now: now)
     }
 
     /// Notes something that is not a call (the digests as the node stops).
     func note(_ call: TraceCall, at time: Duration) -> String? {
         guard !stopped else { return nil }
-        return append(TraceCodec.encode(TraceEntry(at: time.nanosecondsClamped, call: call)), now: time)
+        return append(TraceEntry(at: time.nanosecondsClamped, call: call), now: time)
     }
 
-    private func append(_ bytes: [UInt8], now: Duration) -> String? {
+    private func append(_ entry: TraceEntry, now: Duration) -> String? {
         if let failure = file.failure { return stop(because: failure) }
+        let bytes = TraceCodec.encode(entry)
+        guard entry.isWithinLimits, bytes.count - 4 <= TraceLimits.entryBytesMax else {
+            buffer += TraceCodec.encode(TraceEntry(at: now.nanosecondsClamped, call: .truncated))
+            return stop(because: "met a call over the trace format's limits (TraceLimits)")
+        }
         guard accepted + bytes.count + Self.reserve <= bytesMax else {
             buffer += TraceCodec.encode(TraceEntry(at: now.nanosecondsClamped, call: .truncated))
             return stop(because: "reached its bound of \(bytesMax) bytes")
@@ -128,6 +134,7 @@ final class TraceRecorder {
 
     private func stop(because reason: String) -> String {
         stopped = true
+        draws.isOn = false
         file.write(buffer)
         buffer = []
         file.close()
@@ -139,6 +146,7 @@ final class TraceRecorder {
     func finish() -> String? {
         guard !stopped else { return nil }
         stopped = true
+        draws.isOn = false
         file.write(buffer)
         buffer = []
         file.close()
@@ -150,8 +158,10 @@ final class TraceRecorder {
 /// The values a `RecordingGenerator` gave, until taken.
 final class DrawLog {
     private var values = [UInt64]()
+    /// Off once the recorder stopped: nothing takes the values any more, so none is kept.
+    var isOn = true
 
-    func note(_ value: UInt64) { values.append(value) }
+    func note(_ value: UInt64) { if isOn { values.append(value) } }
 
     func take() -> [UInt64] {
         defer { values = [] }

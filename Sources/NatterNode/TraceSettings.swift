@@ -122,9 +122,10 @@ extension Duration {
 
 extension NodeCore {
     /// The digests `/digest` prints and a trace ends with: the log's, and each conversation's this node is a member
-    /// of (`NodeQueries.digests`).
+    /// of (`NodeQueries.digests`), by conversation id (`/digest` lists them by last activity, which is local: the
+    /// receive times of a replay's records held at start are not the node's).
     public func digests() throws -> TraceDigests {
         let (log, conversations) = try NodeQueries(conversations: self.conversations).digests()
-        return TraceDigests(log: log, conversations: conversations.map { .init(id: $0.0, digest: $0.1) })
+        return TraceDigests(log: log, conversations: conversations.map { .init(id: $0.0, digest: $0.1) }).normalized
     }
 }

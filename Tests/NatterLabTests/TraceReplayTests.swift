@@ -85,7 +85,8 @@ struct TraceReplayTests {
         await b.shutdown()
         let digests = try await a.read { queries in
             let (log, conversations) = try queries.digests()
-            return TraceDigests(log: log, conversations: conversations.map { .init(id: $0.0, digest: $0.1) })
+            let sorted = conversations.sorted { $0.0 < $1.0 }
+            return TraceDigests(log: log, conversations: sorted.map { .init(id: $0.0, digest: $0.1) })
         }
         let trace = try #require(FileManager.default.contents(atPath: tracePath))
         return Recorded(
@@ -144,6 +145,39 @@ struct TraceReplayTests {
         #expect(entries.last?.call == .truncated)
         let report = try Self.replay(recorded)
         #expect(report.truncated && report.recorded == nil && report.divergence == nil)
+    }
+
+    @Test("a trace that cannot be written, or whose header is over the bound, is reported and the node runs on")
+    func failuresAreReported() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-trace-\(UUID().uuidString)").path
+        // `try?`: a temporary directory left behind is harmless.
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // /dev/full takes the file's creation and refuses every write (ENOSPC); 100 bytes hold no header.
+        for (name, options, expected) in [
+            ("full", TraceOptions(path: "/dev/full"), "cannot write the trace"),
+            ("small", TraceOptions(path: "\(root)/small.trace", bytesMax: 100), "is over its bound"),
+        ] {
+            let (identity, store) = try DataDirectoryHandle(explicit: "\(root)/\(name)").initialise(
+                name: name, network: nil)
+            let node = try await Node(
+                store: store, identity: identity, networkKey: .defaultNetwork,
+                listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [], discovery: nil, trace: options)
+            let notices = NoticeLog()
+            let listen = Task {
+                for await event in node.events { if case .notice(let line) = event { notices.append(line) } }
+            }
+            let run = Task { await node.run() }
+            // The first batch is written a second after the start, on a tick (the node ticks every 500 ms at most).
+            let said = try await eventually(seconds: 30) { notices.all.contains { $0.contains(expected) } }
+            #expect(said, "\(name): \(notices.all)")
+            #expect(notices.all.filter { $0.hasPrefix("trace:") }.count == 1, "\(name): \(notices.all)")
+            // Still running: it writes and reads.
+            try await node.author(.nick("\(name) again"))
+            #expect(try await node.read { try $0.digests().log }.count == 32)
+            await node.shutdown()
+            run.cancel()
+            listen.cancel()
+        }
     }
 
     static func size(_ entry: TraceEntry) -> Int {
