@@ -35,7 +35,7 @@ public enum TraceReplay {
     {
         let (header, entries) = try TraceCodec.decode(trace)
         guard header.node == identity.author else {
-            throw TraceReplayError(
+            throw TraceError(
                 "the trace was recorded by \(header.node.publicKey.fingerprint), not by this data directory's "
                     + "identity \(identity.author.publicKey.fingerprint)")
         }
@@ -46,7 +46,7 @@ public enum TraceReplay {
         _ = try store.ingest(
             try header.initialRecords.map { try resolver.record(.held($0)) }, receivedAtMillis: header.startMillis)
         guard try store.logDigest() == header.initialLogDigest else {
-            throw TraceReplayError(
+            throw TraceError(
                 "the records of the data directory named by the trace do not give the log digest the node started "
                     + "from (\(Hex.encode(header.initialLogDigest).prefix(16))): not the node's data directory?")
         }
@@ -80,10 +80,8 @@ public enum TraceReplay {
                 case .digests(let digests):
                     recorded = digests.normalized
                     let reached = try core.digests()
-                    if divergence == nil, reached != recorded {
-                        divergence =
-                            "entry \(index): the digests differ from the node's (\(describe(reached)) here, "
-                            + "\(describe(digests)) recorded)"
+                    if divergence == nil, let recorded, reached != recorded {
+                        divergence = "entry \(index): " + difference(reached, recorded)
                     }
                 default:
                     try replay(entry.call, core, store: store, resolver: resolver, now: now)
@@ -147,8 +145,21 @@ public enum TraceReplay {
         }
     }
 
-    private static func describe(_ digests: TraceDigests) -> String {
-        "log \(Hex.encode(digests.log).prefix(16)), \(digests.conversations.count) conversations"
+    /// Where the digests reached differ from the node's, in a line.
+    private static func difference(_ reached: TraceDigests, _ recorded: TraceDigests) -> String {
+        if reached.log != recorded.log {
+            return "the log digest is \(Hex.encode(reached.log).prefix(16)) here, "
+                + "\(Hex.encode(recorded.log).prefix(16)) on the node"
+        }
+        let here = Dictionary(reached.conversations.map { ($0.id, $0.digest) }, uniquingKeysWith: { first, _ in first })
+        let there = Dictionary(
+            recorded.conversations.map { ($0.id, $0.digest) }, uniquingKeysWith: { first, _ in first })
+        let differing = Set(here.keys).union(there.keys).sorted().filter { here[$0] != there[$0] }
+        return "the log digests agree; conversations differ: "
+            + differing.prefix(3).map { id in
+                "\(id.shortHex) (\(here[id].map { Hex.encode($0).prefix(16) } ?? "absent") here, "
+                    + "\(there[id].map { Hex.encode($0).prefix(16) } ?? "absent") on the node)"
+            }.joined(separator: ", ")
     }
 
     private static func name(of call: TraceCall) -> String {
@@ -169,7 +180,7 @@ private struct RecordResolver {
         case .bytes(let bytes): return try Record.decode(bytes)
         case .held(let ref):
             guard let record = try held.record(ref), record.id == ref.id else {
-                throw TraceReplayError(
+                throw TraceError(
                     "the data directory does not hold record \(ref.position) (\(ref.id.shortHex)), which the trace "
                         + "names: not the node's data directory, or the record was dropped since")
             }

@@ -43,7 +43,7 @@ final class TraceRecorder {
     private var lastFlush: Duration = .zero
     private var stopped = false
 
-    init(_ options: TraceOptions) throws(TraceReplayError) {
+    init(_ options: TraceOptions) throws(TraceError) {
         path = options.path
         bytesMax = options.bytesMax
         file = try TraceFile(path: options.path)
@@ -63,7 +63,7 @@ final class TraceRecorder {
             stopped = true
             draws.isOn = false
             file.close()
-            throw TraceReplayError(
+            throw TraceError(
                 "the trace's header (\(bytes.count) bytes: \(records.count) records held) is over its bound of "
                     + "\(bytesMax) bytes; not tracing")
         }
@@ -144,7 +144,10 @@ final class TraceRecorder {
     /// Writes what is buffered and closes the file, waiting for the writes (the node stops). A line to log when a
     /// write failed.
     func finish() -> String? {
-        guard !stopped else { return nil }
+        guard !stopped else {
+            file.wait()  // the last batch and the entry that says why it stopped, on disk before the process ends
+            return nil
+        }
         stopped = true
         draws.isOn = false
         file.write(buffer)
@@ -188,10 +191,10 @@ private final class TraceFile: Sendable {
     private let queue = DispatchQueue(label: "natter.trace")
     private let state: Mutex<(descriptor: Int32, failure: String?)>
 
-    init(path: String) throws(TraceReplayError) {
+    init(path: String) throws(TraceError) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw TraceReplayError("cannot create the trace file \(path): \(String(cString: strerror(errno)))")
+            throw TraceError("cannot create the trace file \(path): \(String(cString: strerror(errno)))")
         }
         state = Mutex((descriptor, nil))
     }

@@ -90,13 +90,13 @@ public enum TraceSettings {
 
     /// The configuration the settings describe (unnamed fields keep their defaults); throws on a name this natter
     /// does not know, since the replay could not run the core as the node ran it.
-    public static func configuration(_ settings: [(name: String, value: Int64)]) throws(TraceReplayError)
+    public static func configuration(_ settings: [(name: String, value: Int64)]) throws(TraceError)
         -> NodeConfiguration
     {
         var configuration = NodeConfiguration()
         for (name, value) in settings {
             guard let field = fields.first(where: { $0.name == name }) else {
-                throw TraceReplayError("the trace has a setting this natter does not know: \(name)")
+                throw TraceError("the trace has a setting this natter does not know: \(name)")
             }
             field.write(&configuration, value)
         }
@@ -105,7 +105,7 @@ public enum TraceSettings {
 }
 
 /// Why a trace cannot be recorded or replayed, in words a person can act on.
-public struct TraceReplayError: Error, Equatable, Sendable, CustomStringConvertible {
+public struct TraceError: Error, Equatable, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
 }
