@@ -59,7 +59,7 @@ extension Conversations {
     /// Archived conversations are left out unless `includeArchived` (resolving a name the user typed should
     /// include them).
     public func conversationList(filter: String? = nil, includeArchived: Bool = false) throws -> [ConversationRow] {
-        try store.writer.read { db in
+        try store.read { db in
             var sql = """
                 SELECT id, kind, title, is_member, last_activity_ms, preview, unread, s.muted_until_ms,
                     COALESCE(s.archived, 0)
@@ -85,7 +85,7 @@ extension Conversations {
 
     /// Total unread messages across the conversations the list shows (not archived): the prompt's counter.
     public func totalUnread() throws -> Int {
-        try store.writer.read { db in
+        try store.read { db in
             try Int.fetchOne(
                 db,
                 sql: """
@@ -99,7 +99,7 @@ extension Conversations {
     public func history(_ conversation: ConversationID, before cursor: TimelineCursor? = nil, limit: Int = pageSize)
         throws -> [TimelineRow]
     {
-        try store.writer.read { db in
+        try store.read { db in
             var sql = "SELECT \(Self.timelineColumns) FROM \(Self.timelineTables) WHERE t.conversation = ?"
             var arguments: StatementArguments = [Data(conversation.bytes)]
             if let cursor {
@@ -119,14 +119,14 @@ extension Conversations {
         -> [TimelineRow]
     {
         let key = Data(conversation.bytes)
-        let lamport = try store.writer.read { db in
+        let lamport = try store.read { db in
             try Int64.fetchOne(
                 db, sql: "SELECT lamport FROM timeline WHERE id = ? AND conversation = ?",
                 arguments: [Data(message.bytes), key])
         }
         guard let lamport, limit > 0 else { return [] }
         let at = TimelineCursor(lamport: UInt64(lamport), id: message)
-        let after = try store.writer.read { db in
+        let after = try store.read { db in
             try Row.fetchAll(
                 db,
                 sql: """

@@ -30,7 +30,7 @@ extension Conversations {
 
     /// Whether notices for `conversation` are silenced at `nowMillis` (the node asks before printing one).
     public func isMuted(_ conversation: ConversationID, at nowMillis: Int64) throws -> Bool {
-        let until = try store.writer.read { db in
+        let until = try store.read { db in
             try Int64.fetchOne(
                 db, sql: "SELECT muted_until_ms FROM conversation_setting WHERE conversation = ?",
                 arguments: [Data(conversation.bytes)])

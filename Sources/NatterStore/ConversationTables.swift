@@ -79,7 +79,7 @@ extension Conversations {
         guard let kind = state.kind else { return nil }
         let key = Data(conversation.bytes)
         let token = next.token
-        guard try store.writer.read({ db in try Self.stillHeld(token, conversation: key, in: db) }) else { return nil }
+        guard try store.read({ db in try Self.stillHeld(token, conversation: key, in: db) }) else { return nil }
         // Names: every one shown must be unchanged (only a new profile can change one); people new in the changed
         // lines (and members) are added.
         var names = next.names
@@ -134,24 +134,24 @@ extension Conversations {
         next.keys = snapshot.keys.count
         next.members = state.members
         try store.writeDerived { db in
-            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
+            try db.executeCached(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             let upsertLine = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO timeline (\(Self.timelineWriteColumns)) VALUES (\(Self.placeholders(13)))")
             for line in lines { try upsertLine.execute(arguments: StatementArguments(line)) }
             for (id, file) in files {
-                try db.execute(sql: "DELETE FROM timeline_file WHERE id = ?", arguments: [Data(id.bytes)])
+                try db.executeCached(sql: "DELETE FROM timeline_file WHERE id = ?", arguments: [Data(id.bytes)])
                 next.files.remove(id)
                 if let file {
-                    try db.execute(
+                    try db.executeCached(
                         sql: "INSERT INTO timeline_file (\(Self.fileWriteColumns)) VALUES (\(Self.placeholders(6)))",
                         arguments: StatementArguments(file))
                     next.files.insert(id)
                 }
             }
             for (id, rows) in reactions {
-                try db.execute(sql: "DELETE FROM reaction WHERE message = ?", arguments: [Data(id.bytes)])
+                try db.executeCached(sql: "DELETE FROM reaction WHERE message = ?", arguments: [Data(id.bytes)])
                 for row in rows {
-                    try db.execute(
+                    try db.executeCached(
                         sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
                         arguments: StatementArguments(row))
                 }
@@ -166,7 +166,7 @@ extension Conversations {
                 of: state, key: key, kind: kind, token: next.token, lastActivity: lastActivity, preview: preview,
                 unread: unread, name: name, in: db)
             if shownBefore && delta.lines.contains(where: { $0.kind == .new }) {
-                try db.execute(
+                try db.executeCached(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
         }
@@ -348,9 +348,9 @@ extension Conversations {
 
     /// The epoch keys this node holds for the conversation, rewritten (kept apart from every other table).
     private func writeKeys(_ snapshot: ConversationSnapshot, key: Data, in db: Database) throws {
-        try db.execute(sql: "DELETE FROM epoch_key WHERE conversation = ?", arguments: [key])
+        try db.executeCached(sql: "DELETE FROM epoch_key WHERE conversation = ?", arguments: [key])
         for (epoch, epochKey) in snapshot.keys {
-            try db.execute(
+            try db.executeCached(
                 sql: "INSERT INTO epoch_key (conversation, epoch, key) VALUES (?, ?, ?)",
                 arguments: [key, Data(epoch.bytes), Data(epochKey.secret.exposedCopy())])
         }
@@ -358,10 +358,10 @@ extension Conversations {
 
     /// The roster with roles and flags, rewritten.
     private func writeMembers(_ state: ConversationState, key: Data, in db: Database) throws {
-        try db.execute(sql: "DELETE FROM conversation_member WHERE conversation = ?", arguments: [key])
+        try db.executeCached(sql: "DELETE FROM conversation_member WHERE conversation = ?", arguments: [key])
         for member in state.sortedMembers {
             let info = state.members[member]!
-            try db.execute(
+            try db.executeCached(
                 sql: """
                     INSERT INTO conversation_member (conversation, member, role, flags, is_creator)
                     VALUES (?, ?, ?, ?, ?)
@@ -380,7 +380,7 @@ extension Conversations {
     ) throws {
         let others = state.sortedMembers.filter { $0 != identity.author }
         let title = state.title ?? (others.isEmpty ? "(just you)" : others.map(name).joined(separator: ", "))
-        try db.execute(
+        try db.executeCached(
             sql: """
                 INSERT OR REPLACE INTO conversation (id, kind, title, creator, current_epoch, is_member, written,
                     last_activity_ms, preview, unread)
@@ -415,7 +415,8 @@ extension Conversations {
     /// replaces that row, and fails this check; rows changed by hand with `sqlite3` while the node runs are not
     /// noticed until the next start.
     private static func stillHeld(_ token: Data, conversation: Data, in db: Database) throws -> Bool {
-        try Data.fetchOne(db, sql: "SELECT written FROM conversation WHERE id = ?", arguments: [conversation]) == token
+        let statement = try db.cachedStatement(sql: "SELECT written FROM conversation WHERE id = ?")
+        return try Data.fetchOne(statement, arguments: [conversation]) == token
     }
 
     /// Refreshes every row of `conversation` from `snapshot`, comparing with what the tables hold; returns the delta
@@ -462,7 +463,7 @@ extension Conversations {
         }
         let token = nextToken()
         let (differences, held) = try store.writeDerived { db -> (RowDifferences, SearchIndex.Held?) in
-            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
+            try db.executeCached(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [key])
             // Read before anything is written: reactions are found through the timeline rows they hang on.
             let heldTimeline = try Self.heldRows(
                 in: db, sql: "SELECT \(Self.timelineWriteColumns) FROM timeline WHERE conversation = ?", key)
@@ -489,7 +490,7 @@ extension Conversations {
             try writeKeys(snapshot, key: key, in: db)
             try writeMembers(state, key: key, in: db)
             guard let kind = state.kind else {
-                try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
+                try db.executeCached(sql: "DELETE FROM conversation WHERE id = ?", arguments: [key])
                 try SearchIndex.update(conversation: key, to: [], in: db)
                 return (differences, nil)
             }
@@ -499,7 +500,7 @@ extension Conversations {
             let held = try SearchIndex.update(conversation: key, to: documents, in: db)
             // New activity brings an archived conversation back into the list (a first fill is not activity).
             if differences.hadRows && differences.kinds.values.contains(.new) {
-                try db.execute(
+                try db.executeCached(
                     sql: "UPDATE conversation_setting SET archived = 0 WHERE conversation = ?", arguments: [key])
             }
             return (differences, held)
@@ -634,8 +635,8 @@ extension Conversations {
     /// start-up to catch up after a crash). Profiles first, so that the rows written after show the new names.
     @discardableResult
     public func refreshChanged() throws -> Refreshed {
-        let dirty = try store.writer.read { db in
-            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation ORDER BY id").map {
+        let dirty = try store.read { db in
+            try Data.fetchAll(db.cachedStatement(sql: "SELECT id FROM dirty_conversation ORDER BY id")).map {
                 ConversationID(bytes: $0)
             }
         }
@@ -666,7 +667,7 @@ extension Conversations {
     /// Marks a conversation refreshed without anything to write (a profile feed; one this node has no key for).
     private func clean(_ conversation: ConversationID) throws {
         try store.writeDerived { db in
-            try db.execute(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
+            try db.executeCached(sql: "DELETE FROM dirty_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
         }
     }
 

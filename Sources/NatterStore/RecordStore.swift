@@ -166,7 +166,7 @@ public final class RecordStore: Sendable {
             try checkDurable()
             try writer.writeWithoutTransaction { db in
                 guard deferredCommits.withLock({ $0 }) else { return }
-                try db.execute(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
+                try db.executeCached(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
                 deferredCommits.withLock { $0 = false }
             }
         } catch {

@@ -197,7 +197,7 @@ extension Conversations {
         let key = conversation.map { Data($0.bytes) }
         let expression = try SearchIndex.expression(for: query, scope: key.map(SearchIndex.scope(of:)))
         guard limit > 0 else { return [] }
-        let rows = try store.writer.read { db in
+        let rows = try store.read { db in
             var sql = """
                 SELECT d.message, d.conversation, c.title, t.author, t.displayed_ms,
                     snippet(message_search, 0, char(1), char(2), '…', \(SearchIndex.snippetTokens))
