@@ -318,8 +318,11 @@ public actor Node: Service {
 
     /// Pushes records this node wrote (a file message) to every peer and reports the changes.
     private func published(_ records: [Record]) {
-        let traced = records.map { TraceRecorder.traced($0, node: core.identity.author) }
-        perform(self.traced(.published(traced)) { core.published(records, now: $0) })
+        let node = core.identity.author
+        perform(
+            traced(.published(records.map { TraceRecorder.traced($0, node: node) })) {
+                core.published(records, now: $0)
+            })
         refresh()
     }
 
