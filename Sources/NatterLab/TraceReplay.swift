@@ -11,6 +11,8 @@ public struct TraceReplayReport: Sendable {
     public var truncated: Bool
     /// The digests the node recorded (as it stopped) and whether the replay reached the same.
     public var recorded: TraceDigests?
+    /// Where the trace's last entry was cut short (its node died while writing it): what came before was replayed.
+    public var cutAt: Int?
     /// The digests the replayed core reached at the end.
     public var digests: TraceDigests
     /// The first place the replay left the trace (the core drew or wrote what the node did not, or the digests
@@ -33,7 +35,7 @@ public enum TraceReplay {
     public static func run(_ trace: [UInt8], identity: LocalIdentity, networkKey: NetworkKey, held: RecordStore)
         throws -> TraceReplayReport
     {
-        let (header, entries) = try TraceCodec.decode(trace)
+        let (header, entries, cutAt) = try TraceCodec.decodeCut(trace)
         guard header.node == identity.author else {
             throw TraceError(
                 "the trace was recorded by \(header.node.publicKey.fingerprint), not by this data directory's "
@@ -94,7 +96,7 @@ public enum TraceReplay {
             }
             _ = core.refreshPending(now: .nanoseconds(entries.last?.at ?? 0))
             return TraceReplayReport(
-                entries: replayed, truncated: truncated, recorded: recorded, digests: try core.digests(),
+                entries: replayed, truncated: truncated, recorded: recorded, cutAt: cutAt, digests: try core.digests(),
                 divergence: divergence)
         }
     }

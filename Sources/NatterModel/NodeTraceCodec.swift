@@ -52,16 +52,32 @@ public enum TraceCodec {
 
     /// A whole trace: the header and every entry, or where and why it does not decode.
     public static func decode(_ bytes: [UInt8]) throws(TraceFormatError) -> (TraceHeader, [TraceEntry]) {
+        let (header, entries, _) = try decode(bytes, cutEnd: false)
+        return (header, entries)
+    }
+
+    /// As `decode`, for the trace of a node that may have died while writing it: a last entry cut short is left out,
+    /// and the byte where it starts is returned (nil: the trace is whole). Anything else malformed is still refused.
+    public static func decodeCut(_ bytes: [UInt8]) throws(TraceFormatError) -> (TraceHeader, [TraceEntry], cutAt: Int?)
+    {
+        try decode(bytes, cutEnd: true)
+    }
+
+    private static func decode(_ bytes: [UInt8], cutEnd: Bool) throws(TraceFormatError) -> (
+        TraceHeader, [TraceEntry], cutAt: Int?
+    ) {
         var reader = TraceReader(bytes)
         let header = try decodeHeader(&reader)
         var entries = [TraceEntry]()
         while !reader.atEnd {
+            if cutEnd, reader.remaining < 4 { return (header, entries, reader.offset) }
             let length = try reader.count32(max: TraceLimits.entryBytesMax, "entry length")
+            if cutEnd, length > reader.remaining { return (header, entries, reader.offset - 4) }
             var body = TraceReader(try reader.take(length, "entry of \(length) bytes"), base: reader.offset - length)
             entries.append(try decodeEntry(&body))
             guard body.atEnd else { throw body.error("\(body.remaining) bytes after entry \(entries.count)") }
         }
-        return (header, entries)
+        return (header, entries, nil)
     }
 
     private static func decodeHeader(_ reader: inout TraceReader) throws(TraceFormatError) -> TraceHeader {

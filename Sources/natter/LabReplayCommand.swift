@@ -43,7 +43,8 @@ struct LabReplayCommand: ParsableCommand {
             report.truncated
             ? "the recorder stopped at its bound there; no digests of the node's end to compare"
             : report.recorded == nil
-                ? "the trace holds no digests of the node's end (it did not stop cleanly)"
+                ? "the trace holds no digests of the node's end (it did not stop cleanly"
+                    + (report.cutAt.map { "; its last entry is cut at byte \($0)" } ?? "") + ")"
                 : report.recorded == report.digests ? "digests equal to the node's" : "digests DIFFER from the node's"
         print("replay: \(report.entries) entries; \(ending)")
         if let divergence = report.divergence { print("divergence: \(divergence)") }

@@ -42,6 +42,14 @@ struct TraceCodecTests {
             }
         }
         #expect(prefixes == entries.count, "one cut per entry boundary decodes (the last is the whole trace)")
+        // A trace cut inside an entry (its node died while writing) gives the entries before the cut, and where.
+        let headerBytes = TraceCodec.encode(header).count
+        for length in headerBytes..<bytes.count {
+            let (_, decoded, cutAt) = try TraceCodec.decodeCut(Array(bytes[..<length]))
+            #expect(decoded == Array(entries.prefix(decoded.count)))
+            let boundary = decoded.reduce(headerBytes) { $0 + TraceCodec.encode($1).count }
+            #expect(cutAt == (boundary == length ? nil : boundary))
+        }
     }
 
     @Test("mutated traces fail with an error or decode to what re-encodes to the same bytes")
