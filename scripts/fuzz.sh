@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every decoder of bytes that arrive from the network (natter-fuzz: record, content-operation, commit, profile,
-# sync, file-frame, typing-frame, beacon, handshake, channel) with libFuzzer, SECONDS seconds each (default 60), one
-# target after another; or only the targets named after the seconds.
+# sync, file-frame, typing-frame, beacon, handshake, channel), and of trace files (trace), with libFuzzer, SECONDS
+# seconds each (default 60), one target after another; or only the targets named after the seconds.
 # Usage: scripts/fuzz.sh [SECONDS [TARGET…]]   Set FUZZ_ASAN=1 to add AddressSanitizer (slower).
 # Run it under `nice -n 10` on a shared machine. New inputs go to .build-fuzz/corpus/TARGET (kept between runs, never
 # committed); the seeds in Tests/Fuzz/TARGET stay untouched. A crash leaves its input in fuzz-artifacts/TARGET/:
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(record content-operation commit profile sync file-frame typing-frame beacon handshake channel)
+    targets=(record content-operation commit profile sync file-frame typing-frame beacon handshake channel trace)
 fi
 
 sanitize=(--sanitize=fuzzer)

@@ -6,7 +6,7 @@
 #
 # Usage: sudo scripts/netns-cluster.sh [--nodes N] [--loss PERCENT] [--partition SECONDS] [--messages M]
 #                                     [--named-peers] [--capture] [--stranger] [--offline-member] [--late-joiner]
-#                                     [--timeout SECONDS] [--binary PATH]
+#                                     [--timeout SECONDS] [--binary PATH] [--trace DIR]
 # By default nodes find each other by UDP discovery alone; --named-peers links them in a ring of --peer instead.
 # --capture records every packet on the bridge (tcpdump, natter's ports only) and checks that natter traffic was
 # seen and that no packet holds what a passive observer must not see (SPEC F19): the canary message, the group's
@@ -20,6 +20,10 @@
 # returns and everyone converges.
 # --late-joiner (at the end): a fresh node in a namespace of its own starts after all the talking and must catch up
 # on the whole log (its log digest equal to everyone's; it is a member of nothing).
+# --trace DIR: node0 records its trace (`natter run --trace DIR/node0.trace`); at the end node0 is stopped gracefully
+# and the trace is replayed in the lab (`natter lab replay`, which also checks the digests node0 recorded as it
+# stopped); the replay's digests must equal node0's last /digest. The trace stays in DIR (node0's data directory is
+# copied there too, for replaying again: `natter lab replay DIR/node0.trace --data DIR/node0`).
 # Everything it creates (namespaces, processes, temp files) is removed on exit, even on failure; it is bounded in
 # time (every wait has a timeout, and the whole run is stopped after --timeout seconds, default 600), processes
 # are stopped by PID, and it only ever sends traffic inside its own namespaces. It fails if any node banned another
@@ -37,6 +41,7 @@ capture=""
 stranger=""
 offline=""
 late=""
+tracedir=""
 timeout=600
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
         --offline-member) offline=yes; shift ;;
         --late-joiner) late=yes; shift ;;
         --timeout) timeout="$2"; shift 2 ;;
+        --trace) tracedir="$2"; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -61,10 +67,12 @@ command -v nft >/dev/null || { echo "netns-cluster: needs nft (apt-get install n
 cd "$(dirname "$0")/.."
 [ -n "$binary" ] || binary="$(pwd)/.build/debug/natter"
 [ -x "$binary" ] || { echo "netns-cluster: build first (swift build); no $binary"; exit 2; }
+if [ -n "$tracedir" ]; then mkdir -p "$tracedir"; tracedir="$(cd "$tracedir" && pwd)"; fi
 if [ -n "$capture" ]; then command -v tcpdump >/dev/null || { echo "netns-cluster: --capture needs tcpdump"; exit 2; }; fi
 
 script=netns-cluster
-tag="${NATTER_NETNS_PREFIX:-}n$$"
+# Four digits of the PID: interface names ("${tag}e$i") must fit Linux's 15 characters with an 8-character prefix.
+tag="${NATTER_NETNS_PREFIX:-}n$(( $$ % 10000 ))"
 subnet="10.213.$(( $$ % 200 + 20 ))"
 work="$(mktemp -d /tmp/natter-netns-XXXXXX)"
 switch="${tag}sw"
@@ -97,6 +105,7 @@ fi
 start_cluster_node() {  # node index
     local i=$1 linking=()
     if [ -n "$named" ]; then linking=(--no-discovery --peer "$subnet.$(( (i + nodes - 1) % nodes + 10 )):7718"); fi
+    if [ -n "$tracedir" ] && [ "$i" -eq 0 ]; then linking+=(--trace "$tracedir/node0.trace"); fi
     start_node "$i" "${tag}h$i" --listen "0.0.0.0:7718" "${linking[@]}"
 }
 for i in $(seq 0 $((nodes - 1))); do
@@ -216,6 +225,25 @@ if [ -n "$capture" ]; then
         fi
     done
     echo "netns-cluster: captured $packets natter packets ($size bytes): looked for the canary, the title, $nodes names and $nodes identity keys"
+fi
+if [ -n "$tracedir" ]; then
+    # node0's last /digest was taken at the last convergence; ask again so nothing written since is missed.
+    send 0 "/digest"; sleep 1
+    expected="$(latest_digest 0 | sort)"
+    stop_node 0
+    rm -rf "$tracedir/node0"; cp -a "$work/node0" "$tracedir/node0"
+    if "$binary" lab replay "$tracedir/node0.trace" --data "$tracedir/node0" > "$tracedir/replay.out" 2>&1; then
+        replayed="$(grep -E '^(log|conversation) ' "$tracedir/replay.out" | sort)"
+        if [ "$replayed" = "$expected" ]; then
+            size=$(stat -c %s "$tracedir/node0.trace")
+            echo "netns-cluster: node0's trace ($size bytes) replays to its last /digest: $(head -1 "$tracedir/replay.out")"
+        else
+            problems="$problems the replay of node0's trace reached other digests than node0's last /digest;"
+        fi
+    else
+        why=$(grep -v '^conversation' "$tracedir/replay.out" | tr '\n' ' ')
+        problems="$problems the replay of node0's trace failed: $why;"
+    fi
 fi
 if [ -z "$problems" ]; then
     echo "netns-cluster: passed: $(latest_digest 0 | head -1)"

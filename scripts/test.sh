@@ -28,8 +28,11 @@ swift build --build-tests
 
 # Real processes in network namespaces, with packet loss and a partition (needs root; CI runs as root).
 if [ "$(id -u)" -eq 0 ]; then
+    # node0 records its trace, which must replay in the lab to node0's digests (docs/lab.md).
+    trace_dir=$(mktemp -d)
     scripts/netns-cluster.sh --nodes 5 --loss 10 --partition 6 --messages 3 --capture --stranger \
-        --offline-member --late-joiner --timeout 300
+        --offline-member --late-joiner --timeout 300 --trace "$trace_dir"
+    rm -rf "$trace_dir"
     # Two subnets joined by a router: discovery inside each, a named peer across, no beacon crossing (about 10 s).
     scripts/routed-test.sh --timeout 180
     # natter over Yggdrasil: two sites joined only by the overlay, one site's link dropped and back (about 20 s; the

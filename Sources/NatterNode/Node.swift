@@ -67,6 +67,8 @@ public actor Node: Service {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let core: NodeCore
+    /// What the core is given and decides, recorded for `natter lab replay` (nil: not tracing; TraceRecorder.swift).
+    private let trace: TraceRecorder?
     private let transport: TCPTransport
     private let discovery: DiscoveryService?
     /// Links dialled because of a beacon, and the node tag that beacon carried.
@@ -110,7 +112,7 @@ public actor Node: Service {
     public init(
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey, listen: PeerAddress, peers: [PeerAddress],
         discovery: DiscoveryConfiguration? = DiscoveryConfiguration(), quotas: QuotaConfiguration = QuotaConfiguration(),
-        receipts: ReceiptConfiguration = ReceiptConfiguration()
+        receipts: ReceiptConfiguration = ReceiptConfiguration(), trace: TraceOptions? = nil
     ) async throws {
         executor = Self.actorThreads.next().executor
         var configuration = NodeConfiguration()
@@ -119,10 +121,27 @@ public actor Node: Service {
         configuration.clockOriginMillis = Self.wallClockMillis()
         configuration.conversationRefreshDelay = nil  // `refreshPending` after each turn: sends leave first
         configuration.ingestDurability = .deferred  // `perform` syncs before a turn's sends
+        var recorder = try trace.map(TraceRecorder.init)
         core = NodeCore(
             store: store, identity: identity, networkKey: networkKey, configuration: configuration,
-            random: SecureRandomGenerator())
+            random: recorder?.generator() ?? SecureRandomGenerator())
         try core.conversations.refreshChanged()
+        // Why the node runs without the trace asked for (its header does not fit the bound), said once it runs.
+        var traceRefused: String?
+        do {
+            try recorder?.start(node: identity.author, configuration: configuration, store: store)
+        } catch {
+            traceRefused = "trace: \(error)"
+            recorder = nil
+        }
+        if let recorder {
+            core.writer = { [conversations = core.conversations, author = identity.author] intents, nowMillis in
+                let results = conversations.author(intents, now: nowMillis)
+                recorder.wrote(results, node: author)
+                return results
+            }
+        }
+        self.trace = recorder
         transport = TCPTransport(group: MultiThreadedEventLoopGroup.singleton, onEvent: { [inbox] in inbox.put($0) })
         let bound = try await transport.listen(host: listen.host, port: listen.port)
         port = bound
@@ -130,6 +149,7 @@ public actor Node: Service {
         self.discovery = discovery.map { DiscoveryService(networkKey: networkKey, tcpPort: bound, configuration: $0) }
         started = clock.now
         (events, continuation) = AsyncStream.makeStream(of: NodeEvent.self, bufferingPolicy: .unbounded)
+        if let traceRefused { continuation.yield(.notice(traceRefused)) }
         for peer in peers { redials.addNamed(peer, now: .zero) }
     }
 
@@ -179,7 +199,10 @@ public actor Node: Service {
             for (intents, ticket) in pending { ticket.resolve(intents.map { _ in .failure(NodeError.stopped) }) }
             return
         }
-        let (results, actions) = core.author(pending.flatMap(\.intents), now: now)
+        let intents = pending.flatMap(\.intents)
+        let (results, actions) = traced(.author(markRead: intents.map(Self.marksRead))) {
+            core.author(intents, now: $0)
+        }
         perform(actions)
         refresh()
         var offset = 0
@@ -191,7 +214,7 @@ public actor Node: Service {
 
     /// The conversation this node's user is viewing (nil: none): receipts there say "read" (node policy, SPEC F8).
     public func view(_ conversation: ConversationID?) {
-        perform(core.view(conversation, now: now))
+        perform(traced(.view(conversation)) { core.view(conversation, now: $0) })
     }
 
     /// Stores records written elsewhere — the flood tool's throwaway identities (`natter debug flood`) — as if they
@@ -263,12 +286,14 @@ public actor Node: Service {
     /// Starts fetching a file message's content from the peers (resumes where it stopped). Watch `events` for
     /// `.file(.progress …)` and `.file(.completed(message))`.
     public func fetchFile(_ message: RecordID, in conversation: ConversationID) throws {
-        perform(try core.fetchFile(message, in: conversation, now: now))
+        perform(
+            try traced(.fetchFile(message, in: conversation)) { try core.fetchFile(message, in: conversation, now: $0) }
+        )
     }
 
     /// Stops fetching a file (what is stored stays).
     public func cancelFetch(_ message: RecordID) {
-        perform(core.cancelFetch(message, now: now))
+        perform(traced(.cancelFetch(message)) { core.cancelFetch(message, now: $0) })
     }
 
     /// Bytes held and total of a file being fetched (nil when not being fetched).
@@ -293,7 +318,11 @@ public actor Node: Service {
 
     /// Pushes records this node wrote (a file message) to every peer and reports the changes.
     private func published(_ records: [Record]) {
-        perform(core.published(records, now: now))
+        let node = core.identity.author
+        perform(
+            traced(.published(records.map { TraceRecorder.traced($0, node: node) })) {
+                core.published(records, now: $0)
+            })
         refresh()
     }
 
@@ -309,12 +338,12 @@ public actor Node: Service {
 
     /// A keystroke in a non-command line for `conversation` (SPEC F12): typing frames go out as the core decides.
     public func userTyping(in conversation: ConversationID) {
-        perform(core.userTyping(in: conversation, now: now))
+        perform(traced(.typing(conversation)) { core.userTyping(in: conversation, now: $0) })
     }
 
     /// The line was sent or cleared, or the user left the conversation: typing ends there.
     public func userStoppedTyping(in conversation: ConversationID) {
-        perform(core.userStoppedTyping(in: conversation, now: now))
+        perform(traced(.stoppedTyping(conversation)) { core.userStoppedTyping(in: conversation, now: $0) })
     }
 
     /// The people typing in `conversation` now.
@@ -331,7 +360,7 @@ public actor Node: Service {
     /// Lets own writes continue although the own feeds may be behind other nodes' (the REPL's `/force-write`).
     /// Returns the doubt lifted (nil: nothing waited).
     public func forceWrite() throws -> OwnHeadsDoubt? {
-        let (lifted, actions) = try core.forceWrite(now: now)
+        let (lifted, actions) = try traced(.forceWrite) { try core.forceWrite(now: $0) }
         perform(actions)
         return lifted
     }
@@ -343,7 +372,7 @@ public actor Node: Service {
                 "sending waits: \(doubt.explanation); it resumes once a peer that knows this identity has synced "
                     + "with this node (/force-write to write anyway)")
         }
-        perform(core.reviewConversations(now: now))
+        perform(traced(.review) { core.reviewConversations(now: $0) })
         await cancelWhenGracefulShutdown { await self.drive() }
         await shutdown()
     }
@@ -403,7 +432,7 @@ public actor Node: Service {
     public func shutdown() async {
         guard !isShutDown else { return }
         drainWrites()
-        perform(core.writePending(now: now))  // receipts scheduled go out with the goodbyes, not never
+        perform(traced(.writePending) { core.writePending(now: $0) })  // receipts scheduled go out with the goodbyes, not never
         isShutDown = true
         await discovery?.shutdown()
         do {
@@ -411,7 +440,7 @@ public actor Node: Service {
         } catch {
             report("store: cannot make received records durable as the node stops (\(error))")
         }
-        for action in core.closeAllLinks() {
+        for action in traced(.closeAll, { _ in core.closeAllLinks() }) {
             switch action {
             case .send(let link, let goodbye): await transport.sendAndClose(ConnectionID(raw: link.raw), goodbye)
             case .close(let link): transport.close(ConnectionID(raw: link.raw))
@@ -420,6 +449,7 @@ public actor Node: Service {
         }
         await transport.shutdown()
         drainWrites()  // answered with `NodeError.stopped`
+        finishTrace()
         inbox.finish()
         continuation.finish()
     }
@@ -471,7 +501,7 @@ public actor Node: Service {
         let started = clock.now
         pacing.refreshed(at: started - self.started)
         if Self.tracing { Self.trace("refresh") }
-        perform(core.refreshPending(now: now))
+        perform(traced(.refresh) { core.refreshPending(now: $0) })
         if Self.tracing { Self.trace("refreshed in \(clock.now - started)") }
     }
 
@@ -487,9 +517,13 @@ public actor Node: Service {
         switch event {
         case .opened(let connection, let initiator, let remote):
             remoteHosts[connection] = Self.unscoped(Self.host(of: remote))
-            perform(core.handle(.linkOpened(LinkID(connection.raw), initiator: initiator), now: now))
+            let input = NodeInput.linkOpened(LinkID(connection.raw), initiator: initiator)
+            perform(traced(.linkOpened(connection.raw, initiator: initiator)) { core.handle(input, now: $0) })
         case .received(let connection, let bytes):
-            perform(core.handle(.bytesReceived(LinkID(connection.raw), bytes), now: now))
+            perform(
+                traced(.received(connection.raw, bytes)) {
+                    core.handle(.bytesReceived(LinkID(connection.raw), bytes), now: $0)
+                })
         case .closed(let connection):
             remoteHosts[connection] = nil
             linkedPeers[connection] = nil
@@ -497,11 +531,12 @@ public actor Node: Service {
                 Task { await discovery.peerDisconnected(tag) }
             }
             redials.closed(connection, now: now)
-            perform(core.handle(.linkClosed(LinkID(connection.raw)), now: now))
+            perform(traced(.linkClosed(connection.raw)) { core.handle(.linkClosed(LinkID(connection.raw)), now: $0) })
         case .dialFailed:
             break
         case .writability(let connection, let writable):
-            perform(core.handle(.linkWritable(LinkID(connection.raw), writable), now: now))
+            let input = NodeInput.linkWritable(LinkID(connection.raw), writable)
+            perform(traced(.writable(connection.raw, writable)) { core.handle(input, now: $0) })
         case .dropped(let connection, let drop):
             // The transport closed it for what the peer did; scored like the core's misbehaviour.
             let link = LinkID(connection.raw)
@@ -515,8 +550,10 @@ public actor Node: Service {
     private func tick() async {
         // Bytes that arrived while the actor was busy prove their links alive, although not handled yet: handling
         // them here could put a link's later frames before earlier ones (a turn may hold those already).
-        for (connection, arrived) in inbox.takeArrivals() { core.heard(LinkID(connection.raw), at: arrived - started) }
-        perform(core.handle(.tick, now: now))
+        for (connection, arrived) in inbox.takeArrivals() {
+            traced(.heard(connection.raw), at: arrived - started) { core.heard(LinkID(connection.raw), at: $0) }
+        }
+        perform(traced(.tick) { core.handle(.tick, now: $0) })
         refresh(after: .tick)
         if let end = banEndsAt, end <= now { enforceBans() }
         let due = redials.due(now: now).filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
@@ -547,6 +584,38 @@ public actor Node: Service {
         let deadlines = [core.nextDeadline(), banEndsAt].compactMap { $0 }
         guard let deadline = deadlines.min() else { return Self.tickIntervalMax }
         return max(.milliseconds(1), min(deadline - now, Self.tickIntervalMax))
+    }
+
+    // MARK: - Tracing (TraceRecorder.swift)
+
+    /// Runs one call of the core at `time` (default: now), as an entry of the trace when one is recorded: what the
+    /// core draws from its generator and what it writes meanwhile join the entry.
+    @discardableResult
+    private func traced<T>(
+        _ call: @autoclosure () -> TraceCall, at time: Duration? = nil, _ body: (Duration) throws -> T
+    ) rethrows -> T {
+        let time = time ?? now
+        guard let trace else { return try body(time) }
+        trace.begin(call(), at: time)
+        defer { if let line = trace.end(now: time) { report(line) } }
+        return try body(time)
+    }
+
+    private static func marksRead(_ intent: ConversationIntent) -> Bool {
+        if case .markRead = intent { return true }
+        return false
+    }
+
+    /// The node stops: the trace ends with the digests it reached (what a replay must reach), and is closed.
+    private func finishTrace() {
+        guard let trace else { return }
+        refresh()
+        do {
+            if let line = trace.note(.digests(try core.digests()), at: now) { report(line) }
+        } catch {
+            report("trace: cannot compute the digests to end the trace with (\(error))")
+        }
+        if let line = trace.finish() { report(line) }
     }
 
     // MARK: - Penalties
@@ -585,7 +654,8 @@ public actor Node: Service {
             }
         }
         transport.refuse(hosts)
-        core.refusedPeers = peers.union(blocked)
+        let refused = peers.union(blocked)
+        traced(.refused(refused.sorted())) { _ in core.refusedPeers = refused }
         banEndsAt = penalties.nextDeadline(now: now)
     }
 
@@ -682,7 +752,7 @@ public actor Node: Service {
             return true
         } catch {
             report("store: cannot make received records durable (\(error)); closing every link")
-            for action in core.closeAllLinks() {
+            for action in traced(.closeAll, { _ in core.closeAllLinks() }) {
                 switch action {
                 case .send: break
                 case .close(let link): transport.close(ConnectionID(raw: link.raw))

@@ -36,6 +36,9 @@ public final class NodeCore {
     public var refusedPeers: Set<AuthorID> = []
     /// Whether the node said that another node writes as this identity (once a run: NodeCore+OwnHeads.swift).
     var toldOfAnotherWriter = false
+    /// Writes `author`'s intents at a wall-clock time (nil: `conversations.author`): a trace recorder wraps it to note
+    /// what was written, a trace replay answers with the records the trace holds (NodeTrace.swift).
+    public var writer: ((_ intents: [ConversationIntent], _ nowMillis: Int64) -> [Result<Authored, any Error>])?
 
     public init(
         store: RecordStore, identity: LocalIdentity, networkKey: NetworkKey,
@@ -178,7 +181,8 @@ public final class NodeCore {
     public func author(_ intents: [ConversationIntent], now: Duration) -> (
         results: [Result<Authored, any Error>], actions: [NodeAction]
     ) {
-        let results = conversations.author(intents, now: wallClockMillis(now))
+        let nowMillis = wallClockMillis(now)
+        let results = writer?(intents, nowMillis) ?? conversations.author(intents, now: nowMillis)
         var records = [Record]()
         for (intent, result) in zip(intents, results) {
             guard case .success(let authored) = result else { continue }

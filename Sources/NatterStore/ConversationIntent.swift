@@ -52,6 +52,11 @@ public struct Authored: Sendable, Equatable {
     /// message has its founding commit first).
     public let records: [Record]
 
+    public init(conversation: ConversationID, records: [Record]) {
+        self.conversation = conversation
+        self.records = records
+    }
+
     /// The record the intent asked for: the message, the commit, the receipt.
     public var record: Record { records[records.count - 1] }
     public var id: RecordID { record.id }

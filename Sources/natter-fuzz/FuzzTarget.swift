@@ -26,6 +26,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case handshake
     /// The secure channel: framing, record stream.
     case channel
+    /// A node's trace file (`natter lab replay`): not from the network, but a file anyone may hand over.
+    case trace
 
     /// Runs one input; true when the decoder accepted it (for the replayer's counts). Traps when a property breaks.
     func run(_ bytes: [UInt8]) -> Bool {
@@ -42,6 +44,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .beacon: return fuzzBeacon(bytes)
         case .handshake: return fuzzHandshake(bytes)
         case .channel: return fuzzChannel(bytes)
+        case .trace: return fuzzTrace(bytes)
         }
     }
 

@@ -49,3 +49,11 @@ private func verifyError(_ bytes: [UInt8]) -> RecordFormatError? {
         return error
     }
 }
+
+/// A node's trace (`TraceCodec.decode`): whatever decodes re-encodes to exactly the input.
+func fuzzTrace(_ bytes: [UInt8]) -> Bool {
+    guard let (header, entries) = try? TraceCodec.decode(bytes) else { return false }  // a refusal is the normal case
+    let again = entries.reduce(TraceCodec.encode(header)) { $0 + TraceCodec.encode($1) }
+    require(again == bytes, "a trace re-encodes differently")
+    return true
+}

@@ -17,12 +17,45 @@ enum SeedCorpus {
             (.beacon, beacons),
             (.handshake, LinkFuzzing.handshakeSeeds),
             (.channel, LinkFuzzing.channelSeeds),
+            (.trace, traces),
         ]
     }
 
     static let someone = AuthorID(raw: Bytes32([UInt8](repeating: 0x44, count: 32)))
     static let another = AuthorID(raw: Bytes32([UInt8](repeating: 0x55, count: 32)))
     static let target = RecordID(bytes: [UInt8](repeating: 0x66, count: 32))
+
+    /// A trace with one entry of each kind of call, and a header alone.
+    static var traces: [(name: String, bytes: [UInt8])] {
+        let ref = RecordRef(
+            id: target, position: RecordPosition(conversation: .profileFeed(of: someone), author: someone, sequence: 1))
+        let conversation = ConversationID(raw: Bytes32([UInt8](repeating: 0x77, count: 32)))
+        let header = TraceHeader(
+            node: someone, startMillis: 1_764_000_000_000, initialLogDigest: [UInt8](repeating: 0x11, count: 32),
+            settings: [("handshake-timeout", 5_000_000_000), ("receipts-enabled", 1)], initialDraws: [1, 2, 3, 4],
+            initialRecords: [ref])
+        let calls: [TraceCall] = [
+            .linkOpened(1, initiator: true), .received(1, [1, 2, 3]), .linkClosed(1), .writable(1, false), .tick,
+            .heard(1), .refresh, .refused([another]), .published([.bytes([9, 9]), .held(ref)]),
+            .author(markRead: [true, false]), .view(conversation), .view(nil), .review, .writePending, .closeAll,
+            .retire(2), .fetchFile(target, in: conversation), .cancelFetch(target), .typing(conversation),
+            .stoppedTyping(conversation), .forceWrite,
+            .digests(
+                TraceDigests(
+                    log: [UInt8](repeating: 0x22, count: 32),
+                    conversations: [.init(id: conversation, digest: [UInt8](repeating: 0x33, count: 32))])),
+            .truncated,
+        ]
+        let entries = calls.enumerated().map { index, call in
+            TraceEntry(
+                at: Int64(index) * 1_000_000, call: call, draws: index % 3 == 0 ? [UInt64(index)] : [],
+                writes: index == 9 ? [[.wrote(conversation, [.bytes([5])]), .refused]] : [])
+        }
+        return [
+            ("header", TraceCodec.encode(header)),
+            ("every-call", entries.reduce(TraceCodec.encode(header)) { $0 + TraceCodec.encode($1) }),
+        ]
+    }
 
     static var contentOperations: [(name: String, bytes: [UInt8])] {
         let operations: [(String, ContentOperation)] = [

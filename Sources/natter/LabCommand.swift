@@ -9,7 +9,10 @@ struct LabCommand: ParsableCommand {
         commandName: "lab",
         abstract: "Simulate many nodes over a faulty network and check that they converge.",
         discussion: "Everything runs on a virtual clock from one seed: the same command prints the same report.",
-        subcommands: [LabRunCommand.self, LabSweepCommand.self, LabShrinkCommand.self, LabTradeOffCommand.self])
+        subcommands: [
+            LabRunCommand.self, LabSweepCommand.self, LabShrinkCommand.self, LabTradeOffCommand.self,
+            LabReplayCommand.self,
+        ])
 }
 
 /// The network and workload options `run` and `sweep` share.

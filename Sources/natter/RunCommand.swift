@@ -80,6 +80,15 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Record bytes held only as a relay, at most, in MiB (default 64).", valueName: "MIB"))
     var relayMib: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Record what the node's core receives and decides to FILE, for `natter lab replay` (no plaintext).",
+            valueName: "FILE"))
+    var trace: String?
+
+    @Option(help: ArgumentHelp("The trace's bound in MiB; at it recording stops (default 32).", valueName: "MIB"))
+    var traceMib: Int?
+
     /// The quotas as the options set them (SPEC F16; defaults in `QuotaConfiguration`).
     var quotas: QuotaConfiguration {
         var quotas = QuotaConfiguration()
@@ -116,6 +125,8 @@ struct RunCommand: AsyncParsableCommand {
         ] {
             if let rate, !(rate > 0 && rate.isFinite) { throw ValidationError("\(name) takes a positive number") }
         }
+        if let traceMib, traceMib < 1 { throw ValidationError("--trace-mib takes a number of MiB, 1 or more") }
+        if traceMib != nil, trace == nil { throw ValidationError("--trace-mib needs --trace FILE") }
         for (name, count) in [("--relay-conversations", relayConversations), ("--relay-mib", relayMib)] {
             if let count, count < 0 { throw ValidationError("\(name) takes a number, 0 or more") }
         }
@@ -140,7 +151,10 @@ struct RunCommand: AsyncParsableCommand {
             let remembered = try store.namedPeers().compactMap(PeerAddress.init)
             node = try await Node(
                 store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered,
-                discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort), quotas: quotas)
+                discovery: noDiscovery ? nil : DiscoveryConfiguration(port: discoveryPort), quotas: quotas,
+                trace: trace.map {
+                    TraceOptions(path: $0, bytesMax: (traceMib ?? TraceLimits.bytesDefault >> 20) << 20)
+                })
             let profileName = try handle.profile(of: identity.author, in: store)?.name ?? "no name"
             let requested = listenAddress.port
             if requested != 0 && node.port != requested {
