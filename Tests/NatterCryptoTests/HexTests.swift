@@ -16,6 +16,14 @@ struct HexTests {
         #expect(Hex.decode(text.uppercased()) == all)
     }
 
+    @Test("a sequence without contiguous storage encodes as its array does")
+    func nonContiguous() {
+        let all = (0...255).map { UInt8($0) }
+        #expect(Hex.encode(all.lazy.map { $0 }) == Hex.encode(all))
+        #expect(Hex.encode(all[3..<7]) == "03040506")
+        #expect(Hex.encode((0..<0).lazy.map { UInt8($0) }) == "")
+    }
+
     @Test("known strings")
     func known() {
         #expect(Hex.encode([0xde, 0xad, 0xbe, 0xef]) == "deadbeef")
