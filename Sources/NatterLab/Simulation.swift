@@ -81,8 +81,8 @@ final class Simulation {
     var lateJoiners: Set<Int> = []
     /// Removed members and when the creator adds them back (churn).
     var readmitAt: [Int: Duration] = [:]
-    /// Members the creator removed and has not added back.
-    var removed: Set<Int> = []
+    /// Members the creator removed and has not added back, and the ledger position of each removal.
+    var removed: [Int: Int] = [:]
     var recentMessages: [Int] = []
     var refused: [String: Int] = [:]
     var partitionHeals: [Duration] = []

@@ -116,7 +116,7 @@ extension Simulation {
                 let record = try core.conversations.add([nodes[index].author], to: group, now: millis(now))
                 membership[index] = ledger.add(record, author: 0, kind: .add, at: now)
                 if lateJoiners.contains(index), readmitAt[index] == nil { coverage.lateJoins += 1 }
-                removed.remove(index)
+                removed[index] = nil
                 readmitAt[index] = nil
                 faultTrace.append("\(formatSeconds(now)) add \(nodes[index].name)")
                 perform(0, core.published([record], now: now))
@@ -136,9 +136,8 @@ extension Simulation {
         let victim = members[Int.random(in: 0..<members.count, using: &rng)]
         do {
             let record = try core.conversations.remove([nodes[victim].author], from: group, now: millis(now))
-            ledger.add(record, author: 0, kind: .remove, at: now)
+            removed[victim] = ledger.add(record, author: 0, kind: .remove, at: now)
             membership[victim] = nil
-            removed.insert(victim)
             readmitAt[victim] = now + uniform(.seconds(1), .seconds(2))
             faultTrace.append("\(formatSeconds(now)) remove \(nodes[victim].name)")
             perform(0, core.published([record], now: now))

@@ -48,6 +48,23 @@ struct ToolkitTests {
         #expect(report.failures.contains { $0.hasPrefix("conversation digests differ") && $0.contains("{n1:") })
     }
 
+    @Test("a removal stranded on a creator that crashed for good locks nobody out, and the checker expects none")
+    func strandedRemoval() throws {
+        // Seed 788 of the sweep, shrunk: the creator, cut off from everyone, removes n3 and dies for good before the
+        // removal leaves it. For the network the removal never happened: n3 stays a member everywhere.
+        var configuration = smallConfiguration(seed: 788, nodes: 4, duration: .seconds(4))
+        configuration.jitter = .zero
+        configuration.rate = 1
+        configuration.churn = true
+        configuration.faults = try ["partition@746ms+2339ms:n0", "crash:n0@1674ms"].map {
+            try #require(LabFault(parsing: $0))
+        }
+        let report = try Lab.run(configuration)
+        #expect(report.faultTrace.contains { $0.contains("remove n3") })
+        #expect(report.stranded == 1)
+        #expect(report.failures == [])
+    }
+
     @Test("a random-faults seed and its faults named one by one are the same run")
     func explicitReplay() throws {
         var configuration = smallConfiguration(seed: 2, nodes: 6, duration: .seconds(3))
