@@ -31,22 +31,23 @@ extension Simulation {
 
         // Equal conversation digests among the members (as the creator's commits made them), each of which sees
         // itself as one; a removed member is locked out (it cannot read the commit that removed it, so its own
-        // state cannot be compared) — unless the removal is stranded: its creator crashed for good before any live
-        // node held it, so for the network it never happened (nor is the member's state compared then).
+        // state cannot be compared). Of a node's latest add and latest removal, the later one that reached the
+        // network decides: a change stranded on a creator that crashed for good (no live node holds it) never
+        // happened for the network.
         if let group {
             var states = [(String, [UInt8])]()
             for node in live {
                 guard let core = node.core else { continue }
+                let added = membership[node.index].flatMap { reachedNetwork($0) ? $0 : nil }
+                let removal = removed[node.index].flatMap { reachedNetwork($0) ? $0 : nil }
                 do {
                     let snapshot = try core.conversations.snapshot(of: group)
-                    if membership[node.index] != nil {
+                    if let added, added > removal ?? -1 {
                         states.append((node.name, try shownState(of: node.index, in: group).digest()))
                         if snapshot.state.members[node.author] == nil || snapshot.lockedOut {
                             found.append("\(node.name) should be a member of the group but its state says otherwise")
                         }
-                    } else if let removal = removed[node.index],
-                        ledger[removal].mustReach || nodes[ledger[removal].author].isUp, !snapshot.lockedOut
-                    {
+                    } else if let removal, removal > added ?? -1, !snapshot.lockedOut {
                         found.append("\(node.name) was removed from the group but is not locked out")
                     }
                 } catch {
@@ -69,6 +70,11 @@ extension Simulation {
         }
         if lost > 0 { found.append("\(lost) acknowledged record copies lost (first: \(example!))") }
         return found
+    }
+
+    /// Whether the network learned of the ledger entry at `position`: a live node holds it, or its author lives.
+    private func reachedNetwork(_ position: Int) -> Bool {
+        ledger[position].mustReach || nodes[ledger[position].author].isUp
     }
 
     /// Groups values and reports the nodes outside the largest group.

@@ -81,7 +81,8 @@ final class Simulation {
     var lateJoiners: Set<Int> = []
     /// Removed members and when the creator adds them back (churn).
     var readmitAt: [Int: Duration] = [:]
-    /// Members the creator removed and has not added back, and the ledger position of each removal.
+    /// The ledger position of each member's latest removal (kept when it is added back: `membership` then holds the
+    /// later add). The checkers expect whichever of the two last reached the network.
     var removed: [Int: Int] = [:]
     var recentMessages: [Int] = []
     var refused: [String: Int] = [:]

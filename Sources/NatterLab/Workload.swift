@@ -116,7 +116,6 @@ extension Simulation {
                 let record = try core.conversations.add([nodes[index].author], to: group, now: millis(now))
                 membership[index] = ledger.add(record, author: 0, kind: .add, at: now)
                 if lateJoiners.contains(index), readmitAt[index] == nil { coverage.lateJoins += 1 }
-                removed[index] = nil
                 readmitAt[index] = nil
                 faultTrace.append("\(formatSeconds(now)) add \(nodes[index].name)")
                 perform(0, core.published([record], now: now))

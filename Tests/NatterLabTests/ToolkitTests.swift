@@ -65,6 +65,23 @@ struct ToolkitTests {
         #expect(report.failures == [])
     }
 
+    @Test("an add stranded on a creator that crashed for good leaves the member removed, as the network saw it")
+    func strandedReadd() throws {
+        // Seed 2741 of the sweep, shrunk: n1 is removed (the removal spreads), added back 14 ms before the creator
+        // dies for good, so the add never leaves it. n1 stays removed everywhere, and must be locked out.
+        var configuration = smallConfiguration(seed: 2741, nodes: 3, duration: .seconds(4))
+        configuration.jitter = .zero
+        configuration.rate = 20
+        configuration.lateJoiners = 1
+        configuration.churn = true
+        configuration.faults = [try #require(LabFault(parsing: "crash:n0@3314ms"))]
+        let report = try Lab.run(configuration)
+        #expect(report.faultTrace.contains { $0.contains("remove n1") })
+        #expect(report.faultTrace.contains { $0.contains("add n1") })
+        #expect(report.stranded > 0)
+        #expect(report.failures == [])
+    }
+
     @Test("a random-faults seed and its faults named one by one are the same run")
     func explicitReplay() throws {
         var configuration = smallConfiguration(seed: 2, nodes: 6, duration: .seconds(3))
