@@ -12,7 +12,7 @@ struct SortedIngest {
     /// Records whose feed has a gap: held in the causal buffer until their predecessor arrives.
     private(set) var outOfOrder = [Record]()
     /// The same records as sent on: their link is ahead of this node in their feed.
-    private(set) var ahead = [StoredRecord]()
+    var ahead: [StoredRecord] { outOfOrder.map { StoredRecord($0) } }
     /// The feeds of copies already held (a tree may prune the link that brought them).
     private(set) var copies = [FeedKey]()
 
@@ -29,7 +29,6 @@ struct SortedIngest {
                         bytes: record.bytes, isForkEvidence: isEvidence))
             case .outOfOrder:
                 outOfOrder.append(record)
-                ahead.append(StoredRecord(record))
             case .duplicate:
                 copies.append(FeedKey(conversation: header.conversation, author: header.author))
             case .rejected:
