@@ -234,8 +234,12 @@ struct AttackCommand: ParsableCommand {
             var credit = NatterSync.Limits.syncWindowBatches
             var remaining = records[...]
             while !remaining.isEmpty {
+                // Pinging while the victim holds the window, as an honest peer heartbeats: a victim slowed by load
+                // may keep the credit longer than its silence timeout (6 s), and would rightly close a silent link.
                 while credit == 0 {
-                    for message in try link.receive(wait: .seconds(5)) { credit += RawLink.creditReturned(by: message) }
+                    let messages = try link.receive(wait: .seconds(1))
+                    for message in messages { credit += RawLink.creditReturned(by: message) }
+                    if credit == 0 { try link.send(RawLink.ping) }
                 }
                 var batch = [Record]()
                 var bytes = 0
