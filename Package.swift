@@ -102,9 +102,16 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // The benchmarks (`natter bench`): the machine's limits, catch-up, send latency, throughput, queries, search,
-        // and the flood tool's writer — in a library, so the executable keeps only their options.
+        // and their reports — in a library, so the executable keeps only their options.
         .target(
             name: "NatterBench",
+            dependencies: ["NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "NatterSync", "NatterNetwork"],
+            swiftSettings: strictSettings
+        ),
+        // Hostile peers and probes (`natter debug attack|flood|write-loop|append-loop`): a raw link spoken by hand, the
+        // attacks of issue 19, the flooding node, the crash tests' writers — in a library, so tests link them too.
+        .target(
+            name: "NatterProbe",
             dependencies: ["NatterNode", "NatterStore", "NatterModel", "NatterCrypto", "NatterSync", "NatterNetwork"],
             swiftSettings: strictSettings
         ),
@@ -120,7 +127,7 @@ let package = Package(
             name: "natter",
             dependencies: [
                 "NatterStore", "NatterModel", "NatterCrypto", "NatterNode", "NatterNetwork", "NatterLab",
-                "NatterTerminal", "NatterSync", "NatterREPL", "NatterBench",
+                "NatterTerminal", "NatterSync", "NatterREPL", "NatterBench", "NatterProbe",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -145,7 +152,7 @@ let package = Package(
             name: "NatterNodeTests",
             dependencies: [
                 "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter", "NatterREPL",
-                "NatterTestSupport",
+                "NatterProbe", "NatterTestSupport",
             ],
             swiftSettings: strictSettings
         ),

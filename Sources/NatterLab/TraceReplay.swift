@@ -21,6 +21,21 @@ public struct TraceReplayReport: Sendable {
 
     /// Whether the replay reproduced the node: no divergence, and the recorded digests reached.
     public var reproduced: Bool { divergence == nil && (recorded == nil || recorded == digests) }
+
+    /// What `natter lab replay` prints: `replay: N entries; …` (how the trace ends, and whether the digests are the
+    /// node's), the divergence if any, then the digests as `/digest` prints them.
+    public var lines: [String] {
+        let ending =
+            truncated
+            ? "the recorder stopped at its bound there; no digests of the node's end to compare"
+            : recorded == nil
+                ? "the trace holds no digests of the node's end (it did not stop cleanly"
+                    + (cutAt.map { "; its last entry is cut at byte \($0)" } ?? "") + ")"
+                : recorded == digests ? "digests equal to the node's" : "digests DIFFER from the node's"
+        return ["replay: \(entries) entries; \(ending)"] + (divergence.map { ["divergence: \($0)"] } ?? [])
+            + ["log \(Hex.encode(digests.log))"]
+            + digests.conversations.map { "conversation \($0.id.hex) \(Hex.encode($0.digest))" }
+    }
 }
 
 /// Replays a node's core against its trace (NodeTrace.swift): a core made as the node made it — same identity,

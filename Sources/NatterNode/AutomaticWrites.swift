@@ -88,6 +88,57 @@ struct AutomaticWrites {
         }
     }
 
+    /// Reviews `conversation` as `conversations` holds it now (`review`). A conversation the store cannot read now is
+    /// reviewed again at its next refresh.
+    mutating func review(
+        _ conversation: ConversationID, in conversations: Conversations, me: AuthorID, now: Duration
+    ) {
+        guard configuration.enabled, let snapshot = try? conversations.snapshot(of: conversation) else { return }
+        // `try?`: a store that cannot answer is asked again at the next refresh.
+        review(snapshot, me: me, now: now) { (try? conversations.owesSlotRepair(in: conversation)) == true }
+    }
+
+    /// Reviews every conversation the store holds (at start, after a restart, when writing may resume); a notice when
+    /// the store cannot list them.
+    mutating func reviewAll(in conversations: Conversations, me: AuthorID, now: Duration) -> [NodeAction] {
+        do {
+            for conversation in try conversations.store.conversationIDs() {
+                review(conversation, in: conversations, me: me, now: now)
+            }
+        } catch {
+            return [.event(.notice("store: cannot list the conversations to review receipts (\(error))"))]
+        }
+        return []
+    }
+
+    /// The node wrote `intents` (`results`, in the same order): notes each conversation written in (a read receipt
+    /// for `markRead`), and returns the records written.
+    mutating func wrote(
+        _ intents: [ConversationIntent], _ results: [Result<Authored, any Error>], now: Duration
+    ) -> [Record] {
+        var records = [Record]()
+        for (intent, result) in zip(intents, results) {
+            guard case .success(let authored) = result else { continue }
+            records += authored.records
+            if case .markRead = intent {
+                wrote(in: authored.conversation, readReceipt: true, now: now)
+            } else {
+                wrote(in: authored.conversation, readReceipt: false, now: now)
+            }
+        }
+        return records
+    }
+
+    /// A notice for each of `intents` that could not be written (`results`, in the same order).
+    static func failures(
+        _ intents: [ConversationIntent], _ results: [Result<Authored, any Error>]
+    ) -> [NodeAction] {
+        zip(intents, results).compactMap { intent, result in
+            guard case .failure(let error) = result else { return nil }
+            return .event(.notice("could not write \(intent): \(error)"))
+        }
+    }
+
     /// A receipt is needed in `conversation` of `members` people (`read` when its user views it, else
     /// "delivered").
     mutating func receiptNeeded(in conversation: ConversationID, read: Bool, members: Int, now: Duration) {

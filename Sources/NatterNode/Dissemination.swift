@@ -20,6 +20,13 @@ struct Dissemination {
     /// Feeds whose parent is `link` here.
     func parentCount(of link: LinkID) -> Int { feedParents.count(of: link) }
 
+    /// How much the trees use established link `id` (nil: not established, or leaving): the feeds it is the parent
+    /// of here, plus the feeds whose trees cross it (`SyncSession.treeFeeds`).
+    func load(of id: LinkID, in links: LinkTable) -> Int? {
+        guard links.isLeaving(id) == false, let crossing = links.read(id, { $0.session.treeFeeds }) else { return nil }
+        return parentCount(of: id) + crossing
+    }
+
     /// `link` delivered these new records and copies of records already held: it becomes the parent of the new
     /// records' feeds (grafted back if we had pruned it: its records crossed our PRUNE), and it is pruned for the
     /// copies' feeds whose parent is another link, unless they race after a graft. A link being left takes no part.

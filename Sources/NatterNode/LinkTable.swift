@@ -23,7 +23,7 @@ struct LinkTable {
         /// When this side closes the link it is leaving (nil: not leaving it, or the peer is the one leaving).
         var closeAt: Duration?
         /// Whether the initial exchange completed (the session's `caughtUp`): own records that arrive before it
-        /// show the store was behind; after it, that another node is writing as this identity (NodeCore+OwnHeads).
+        /// show the store was behind; after it, that another node is writing as this identity (OwnHeadsGuard).
         var caughtUp = false
     }
 

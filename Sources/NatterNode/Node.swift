@@ -354,7 +354,7 @@ public actor Node: Service {
         await transport.dial(host: address.host, port: address.port)
     }
 
-    /// Why own writes wait (nil: they do not): NodeCore+OwnHeads.swift.
+    /// Why own writes wait (nil: they do not): OwnHeadsGuard.swift.
     public var ownHeadsDoubt: OwnHeadsDoubt? { core.store.ownHeadsDoubt }
 
     /// Lets own writes continue although the own feeds may be behind other nodes' (the REPL's `/force-write`).

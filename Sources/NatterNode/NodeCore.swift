@@ -34,8 +34,8 @@ public final class NodeCore {
     /// Identities whose links are closed as soon as their handshake completes, before any sync (banned peers; set
     /// by the driver).
     public var refusedPeers: Set<AuthorID> = []
-    /// Whether the node said that another node writes as this identity (once a run: NodeCore+OwnHeads.swift).
-    var toldOfAnotherWriter = false
+    /// Never forking the own feeds: when writing waits for a peer that knows this identity (OwnHeadsGuard.swift).
+    private var ownHeads: OwnHeadsGuard
     /// Writes `author`'s intents at a wall-clock time (nil: `conversations.author`): a trace recorder wraps it to note
     /// what was written, a trace replay answers with the records the trace holds (NodeTrace.swift).
     public var writer: ((_ intents: [ConversationIntent], _ nowMillis: Int64) -> [Result<Authored, any Error>])?
@@ -57,6 +57,7 @@ public final class NodeCore {
         typing = TypingRelay(identity: identity, conversations: conversations)
         automatic = AutomaticWrites(configuration: configuration.receipts)
         causalBuffer = CausalBuffer(limits: configuration.causalBuffer)
+        ownHeads = OwnHeadsGuard(store: store, me: identity.author)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.
         var generator = random
         let staticKey = NoiseKeyPair.generate(using: &generator)
@@ -74,7 +75,7 @@ public final class NodeCore {
     /// Authors whose live records go on the priority lane of every link (docs/protocol.md §3.7): this node and the
     /// peers of its established links. Chat between neighbours thus passes a flood queued on a link; records of
     /// authors further away stay bulk (a flood slows multi-hop chat, not chat with a neighbour's author).
-    var priorityAuthors: Set<AuthorID> { Set(links.connectedPeers.keys).union([identity.author]) }
+    private var priorityAuthors: Set<AuthorID> { Set(links.connectedPeers.keys).union([identity.author]) }
 
     /// Records currently held in the causal buffer (bounded by `configuration.causalBuffer`).
     public var causalBufferCount: Int { causalBuffer.count }
@@ -114,10 +115,7 @@ public final class NodeCore {
     /// How much the dissemination trees use an established link (nil: not established): the feeds it is the parent
     /// of here, plus the feeds whose trees cross it (`SyncSession.treeFeeds`). Of the links a node could drop to make
     /// room, the one with the least load costs the trees least.
-    public func treeLoad(of id: LinkID) -> Int? {
-        guard links.isLeaving(id) == false, let crossing = links.read(id, { $0.session.treeFeeds }) else { return nil }
-        return trees.parentCount(of: id) + crossing
-    }
+    public func treeLoad(of id: LinkID) -> Int? { trees.load(of: id, in: links) }
 
     // MARK: - Inputs
 
@@ -131,10 +129,9 @@ public final class NodeCore {
     private func handleInput(_ input: NodeInput, now: Duration) -> [NodeAction] {
         switch input {
         case .linkOpened(let id, let initiator):
-            let ephemeral = NoiseKeyPair.generate(using: &random)
-            let handshake = LinkHandshake(
-                role: initiator ? .initiator : .responder, configuration: linkConfiguration, ephemeralKey: ephemeral)
-            return handshakeActions(id, links.open(id, handshake, now: now), now: now)
+            let opened = links.open(
+                id, initiator: initiator, configuration: linkConfiguration, random: &random, now: now)
+            return handshakeActions(id, opened, now: now)
         case .bytesReceived(let id, let bytes):
             return receive(id, bytes, now: now) + ingestDeliveries(now: now)
         case .linkClosed(let id):
@@ -164,11 +161,9 @@ public final class NodeCore {
     /// records both ways, so the peer's trees are mended before it goes and nothing in flight is lost.
     /// Nil when the link is not established (still in its handshake, or gone): the caller closes it as it can.
     public func retire(_ id: LinkID, now: Duration) -> [NodeAction]? {
-        guard let closing = links.read(id, { ($0.closeAt != nil, $0.handshake) }) else { return nil }
-        guard !closing.0 else { return [] }
-        links.scheduleClose(id, at: now + closing.1 * NatterSync.Limits.syncLeaveGraceHandshakes)
-        let actions = links.withSession(id) { $0.leave(now: now) } ?? []
-        var out = syncActions(id, actions, now: now)
+        guard let closing = links.read(id, { $0.closeAt != nil }) else { return nil }
+        guard !closing else { return [] }
+        var out = syncActions(id, links.leave(id, now: now), now: now)
         out += carryOut(trees.stopSupplying(id, links: &links, storedHead: store.storedHead, now: now), now: now)
         return out
     }
@@ -183,16 +178,7 @@ public final class NodeCore {
     ) {
         let nowMillis = wallClockMillis(now)
         let results = writer?(intents, nowMillis) ?? conversations.author(intents, now: nowMillis)
-        var records = [Record]()
-        for (intent, result) in zip(intents, results) {
-            guard case .success(let authored) = result else { continue }
-            records += authored.records
-            if case .markRead = intent {
-                automatic.wrote(in: authored.conversation, readReceipt: true, now: now)
-            } else {
-                automatic.wrote(in: authored.conversation, readReceipt: false, now: now)
-            }
-        }
+        let records = automatic.wrote(intents, results, now: now)
         return (results, records.isEmpty ? [] : published(records, now: now))
     }
 
@@ -219,23 +205,27 @@ public final class NodeCore {
 
     /// Looks at every conversation this node reads for receipts and re-keys it owes (at start, or after a restart).
     public func reviewConversations(now: Duration) -> [NodeAction] {
-        do {
-            for conversation in try store.conversationIDs() { reviewReceipts(of: conversation, now: now) }
-        } catch {
-            return [.event(.notice("store: cannot list the conversations to review receipts (\(error))"))]
-        }
-        return []
+        automatic.reviewAll(in: conversations, me: identity.author, now: now)
     }
 
     /// Schedules the receipts and re-keys this node owes in `conversation` (`AutomaticWrites.review`).
     private func reviewReceipts(of conversation: ConversationID, now: Duration) {
-        guard automatic.configuration.enabled, let snapshot = try? conversations.snapshot(of: conversation) else {
-            return  // `try?`: a conversation the store cannot read now is reviewed again at its next refresh
-        }
-        // `try?`: a store that cannot answer is asked again at the next refresh.
-        automatic.review(snapshot, me: identity.author, now: now) {
-            (try? conversations.owesSlotRepair(in: conversation)) == true
-        }
+        automatic.review(conversation, in: conversations, me: identity.author, now: now)
+    }
+
+    /// The initial exchange with `peer` completed (`OwnHeadsGuard.learned`). Receipts and re-keys that came due while
+    /// the own heads were in doubt were dropped (`writeDue`): once the doubt is lifted they are owed again.
+    private func ownHeadsLearned(from peer: AuthorID, now: Duration) -> [NodeAction] {
+        let (actions, lifted) = ownHeads.learned(from: peer)
+        return lifted ? actions + reviewConversations(now: now) : actions
+    }
+
+    /// Lifts the own heads' doubt at the user's word (the REPL's `/force-write`): own writes continue from the stored
+    /// heads, at the risk of forking the feeds if other nodes hold more of them. Returns the doubt lifted (nil: none
+    /// stood) and what to do next (the receipts and re-keys owed are scheduled again).
+    public func forceWrite(now: Duration) throws(StoreError) -> (lifted: OwnHeadsDoubt?, actions: [NodeAction]) {
+        guard let lifted = try store.confirmOwnHeads() else { return (nil, []) }
+        return (lifted, reviewConversations(now: now))
     }
 
     /// Writes every receipt and re-key scheduled, due or not: a node that stops leaves none unwritten.
@@ -249,13 +239,7 @@ public final class NodeCore {
         // owed again when the doubt is lifted (`ownHeadsLearned` and `forceWrite` review every conversation).
         guard store.ownHeadsDoubt == nil else { return [] }
         let (results, actions) = author(intents, now: now)
-        var notices = [NodeAction]()
-        for (intent, result) in zip(intents, results) {
-            if case .failure(let error) = result {
-                notices.append(.event(.notice("could not write \(intent): \(error)")))
-            }
-        }
-        return notices + actions
+        return AutomaticWrites.failures(intents, results) + actions
     }
 
     // MARK: - Links
@@ -274,12 +258,7 @@ public final class NodeCore {
             case .send(let bytes):
                 out.append(.send(id, bytes))
             case .fail(let error):
-                links.remove(id)
-                out += [.event(.linkFailed(id, "handshake: \(error)"))]
-                if let misbehaviour = Misbehaviour(handshake: error) {
-                    out.append(.event(.misbehaved(id, misbehaviour)))
-                }
-                return out + [.close(id)]
+                return out + links.handshakeFailed(id, error)
             case .established(let done):
                 out += establish(id, done, handshake: now - openedAt, now: now)
             }
@@ -292,34 +271,21 @@ public final class NodeCore {
     private func establish(_ id: LinkID, _ done: LinkEstablished, handshake: Duration, now: Duration) -> [NodeAction] {
         let peer = AuthorID(done.peer)
         let replaced: LinkID?
-        let admitted = links.admit(
-            id, peer: peer, me: identity.author, refused: refusedPeers, now: now,
-            replacedGrace: configuration.handshakeTimeout)
-        switch admitted {
-        case .connectedToItself:
-            return [.event(.linkFailed(id, "connected to itself")), .close(id)]
-        case .refused, .duplicate:
-            // Closed without an event: a ban is reported once, when it is imposed, and a blocked person's node
-            // redials every couple of seconds — a notice per refusal would repeat for as long as the block lasts.
-            return [.close(id)]
-        case .established(let old):
-            replaced = old
+        switch links.admission(
+            id, peer: peer, me: identity.author, refused: refusedPeers, replacedGrace: configuration.handshakeTimeout,
+            now: now)
+        {
+        case .failure(let refusal): return refusal.actions
+        case .success(let old): replaced = old
         }
         var session = SyncSession(
             source: StoreRecordSource(store: store, recent: recentOwnRecords),
             pushInterval: NatterSync.Limits.syncPushInterval(upTo: configuration.syncPushInterval, handshake: handshake)
         )
         let start = session.start(now: now)
-        links.establish(
-            id,
-            LinkTable.Established(
-                peer: peer, initiatedBy: links.initiator(of: id, peer: peer, me: identity.author),
-                channel: done.channel, session: session, handshake: handshake))
-        // The new link is up before the one it replaces goes down: the peer never looks offline in between. The old
-        // one is closed now by the link's responder, and by its initiator only when the responder has closed it or
-        // a handshake timeout has passed (`LinkTable.Link.replaced`).
-        var out: [NodeAction] = [.event(.peerUp(peer, id))]
-        if let replaced { out += [.event(.peerDown(peer, replaced))] + links.closeReplaced(now: now) }
+        var out = links.bringUp(
+            id, peer: peer, me: identity.author, channel: done.channel, session: session, handshake: handshake,
+            replacing: replaced, now: now)
         out += syncActions(id, start, now: now)
         if !done.unreadBytes.isEmpty { out += receive(id, done.unreadBytes, now: now) }
         return out
@@ -337,13 +303,9 @@ public final class NodeCore {
             case .message(let message):
                 out += syncActions(id, links.withSession(id) { $0.receive(message: message, now: now) } ?? [], now: now)
             case .goodbye:
-                links.remove(id)
-                out += [.event(.peerDown(peer, id)), .close(id)]
+                out += links.channelEnded(id, peer: peer, failure: nil)
             case .failed(let error):
-                links.remove(id)
-                out.append(.event(.linkFailed(id, "channel: \(error)")))
-                if let misbehaviour = Misbehaviour(channel: error) { out.append(.event(.misbehaved(id, misbehaviour))) }
-                out += [.event(.peerDown(peer, id)), .close(id)]
+                out += links.channelEnded(id, peer: peer, failure: error)
             }
         }
         return out
@@ -434,20 +396,23 @@ public final class NodeCore {
     /// session (one report per delivery, in order) and pushes what was stored to every other session.
     private func ingest(_ delivered: [[Record]], from id: LinkID, lane: SyncLane, now: Duration) -> [NodeAction] {
         let records = delivered.count == 1 ? delivered[0] : Array(delivered.joined())
-        let (refused, invitations) = relay.screen(
-            records, for: identity, nowMillis: wallClockMillis(now), neighbours: { priorityAuthors })
-        let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
-        let storeReport: IngestReport
+        let screened: RelayGuard.Screened
         do {
-            storeReport = try storeIngest(admitted, now: now)
+            // Stamped with the wall clock and committed as configured (`NodeConfiguration.ingestDurability`).
+            screened = try relay.screenedIngest(
+                records, for: identity, nowMillis: wallClockMillis(now), neighbours: { priorityAuthors }
+            ) { admitted throws(StoreError) in
+                try store.ingest(
+                    admitted, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
+            }
         } catch {
             return [.event(.linkFailed(id, "store: \(error)"))]
         }
-        var storeOutcomes = storeReport.outcomes.makeIterator()
-        let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
-        scheduler.charge(link: id, lane: lane, outcomes: outcomes, records: records, refused: refused, now: now)
+        let (storeReport, outcomes) = (screened.report, screened.outcomes)
+        scheduler.charge(
+            link: id, lane: lane, outcomes: outcomes, records: records, refused: screened.refused, now: now)
         // Before the sessions hear of this ingest: the one whose initial exchange it completes lifts the doubt.
-        var out = ownRecordsArrived(
+        var out = ownHeads.arrived(
             zip(records, outcomes).filter { $0.0.header.author == identity.author && $0.1.isNewToFeed }.map(\.0.header),
             initialExchange: !links.isCaughtUp(id))
         let sorted = SortedIngest(records, outcomes)
@@ -467,7 +432,7 @@ public final class NodeCore {
             guard let actions = links.withSession(id, { $0.ingested(reported, lane: lane, now: now) }) else { break }
             out += syncActions(id, actions, now: now)
         }
-        out += fetchInvited(invitations, from: id, now: now)
+        out += fetchInvited(screened.invitations, from: id, now: now)
         let drained = causalBuffer.drain(
             into: store, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
         recordsNew += drained.stored.count
@@ -494,36 +459,22 @@ public final class NodeCore {
     }
 
     /// Asks the delivering peer for every feed an invitation's commit depends on (and the commit's own feed), from
-    /// the start: the conversation was evicted here, so the session's belief that this node holds them is wrong.
+    /// the start (`RelayGuard.feedsToFetch`).
     private func fetchInvited(_ invitations: [Record], from id: LinkID, now: Duration) -> [NodeAction] {
         var out = [NodeAction]()
-        for invitation in invitations {
-            let header = invitation.header
-            for author in Set(header.dependencies.map(\.author) + [header.author]).sorted() {
-                let actions = links.withSession(id) {
-                    $0.missing(conversation: header.conversation, author: author, from: 1, now: now)
-                }
-                guard let actions else { return out }
-                out += syncActions(id, actions, now: now)
+        for feed in RelayGuard.feedsToFetch(invitations) {
+            let actions = links.withSession(id) {
+                $0.missing(conversation: feed.conversation, author: feed.author, from: 1, now: now)
             }
+            guard let actions else { break }
+            out += syncActions(id, actions, now: now)
         }
         return out
     }
 
-    /// Forgets buffered records of a conversation (it was evicted).
-    private func dropBuffered(_ conversation: ConversationID) {
-        causalBuffer.drop(conversation: conversation)
-    }
-
     /// `now` on the wall clock, in milliseconds since 1970 (`clockOriginMillis`; virtual in simulations).
-    func wallClockMillis(_ now: Duration) -> Int64 {
+    private func wallClockMillis(_ now: Duration) -> Int64 {
         configuration.clockOriginMillis + now.wholeMilliseconds
-    }
-
-    /// Ingests received records into the store, stamped with the wall clock and committed as configured
-    /// (`NodeConfiguration.ingestDurability`).
-    private func storeIngest(_ records: [Record], now: Duration) throws(StoreError) -> IngestReport {
-        try store.ingest(records, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
     }
 
     /// Tells every session what the node stored, so they push it to their peers: records of this node and of its
@@ -548,27 +499,17 @@ public final class NodeCore {
     /// Adds what was just stored to the relay tally and, past the quota, derives the pending conversations and
     /// evicts at once (`RelayGuard`).
     private func tallyRelay(_ stored: [StoredRecord], now: Duration) -> [NodeAction] {
-        do {
-            guard try relay.tallyPasses(stored) else { return [] }
-        } catch {
-            return [.event(.notice("store: cannot measure the relay quota (\(error))"))]
-        }
-        return refreshPending(now: now) + enforceRelayQuota(now: now)
+        let (passes, notice) = relay.tallyReporting(stored)
+        return passes ? refreshPending(now: now) + enforceRelayQuota(now: now) : notice
     }
 
+    /// Evicts relay-only conversations past the quota (`RelayGuard.enforce`), forgetting what is cached and buffered
+    /// of them.
     private func enforceRelayQuota(now: Duration) -> [NodeAction] {
-        let result: (evicted: [ConversationID], notice: String?)
-        do {
-            result = try relay.enforce(
-                now: now, nowMillis: wallClockMillis(now), neighbours: Set(links.connectedPeers.keys))
-        } catch {
-            return [.event(.notice("store: cannot enforce the relay quota (\(error))"))]
+        relay.enforceReporting(now: now, nowMillis: wallClockMillis(now), neighbours: Set(links.connectedPeers.keys)) {
+            conversations.forgetCache(of: $0)
+            causalBuffer.drop(conversation: $0)
         }
-        for conversation in result.evicted {
-            conversations.forgetCache(of: conversation)
-            dropBuffered(conversation)
-        }
-        return result.notice.map { [.event(.notice($0))] } ?? []
     }
 
     // MARK: - Conversation tables
@@ -590,33 +531,10 @@ public final class NodeCore {
     /// about to query them, so what it reads is never behind what it was told.
     public func refreshPending(now: Duration) -> [NodeAction] {
         guard refreshes.begin() else { return [] }
-        var refreshed: Conversations.Refreshed
-        do {
-            refreshed = try conversations.refreshChanged()
-            // Junk feeds in conversations this node reads are reduced to their frontier, then the tables refreshed
-            // again. Junk records were rejected by the rules, so dropping them changes no line; report what did.
-            let reduced = try refreshed.deltas.keys.sorted().filter { !(try conversations.reduceJunk(in: $0)).isEmpty }
-            if !reduced.isEmpty {
-                for (conversation, delta) in try conversations.refreshChanged().deltas
-                where refreshed.deltas[conversation] == nil {
-                    refreshed.deltas[conversation] = delta
-                }
-            }
-        } catch {
-            // The conversations stay marked dirty in the store: the next refresh retries them.
-            return [.event(.notice("store: cannot bring the conversation tables up to date (\(error))"))]
-        }
-        var out = [NodeAction]()
-        for author in refreshed.profiles.sorted() {
-            // A profile that cannot be read now shows as no name (the fingerprint) until the next one arrives.
-            out.append(.event(.profile(author, name: (try? conversations.profile(of: author))??.name)))
-        }
-        for conversation in refreshed.deltas.keys.sorted() {
-            let delta = refreshed.deltas[conversation]!
-            if delta.lines.contains(where: { $0.kind == .new }) { reviewReceipts(of: conversation, now: now) }
-            if !delta.isEmpty { out.append(.event(.conversation(delta))) }
-        }
-        return out
+        let (events, newLines) = conversations.refreshEvents()
+        // Reviewed after the events are made, which the review does not change.
+        for conversation in newLines { reviewReceipts(of: conversation, now: now) }
+        return events
     }
 
     // MARK: - Files and typing (FileTransfer, TypingRelay)

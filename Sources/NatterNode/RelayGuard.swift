@@ -117,6 +117,50 @@ struct RelayGuard {
         return (refused, invitations)
     }
 
+    /// What `screenedIngest` stored and found.
+    struct Screened {
+        /// The store's report on the records admitted.
+        let report: IngestReport
+        /// An outcome for every record, in order: those refused unchecked count as duplicates (the session asks no
+        /// more of them).
+        let outcomes: [IngestOutcome]
+        /// The indices of the records refused.
+        let refused: Set<Int>
+        /// Invitations found in evicted conversations (`screen`).
+        let invitations: [Record]
+    }
+
+    /// Screens `records` (`screen`) and has `ingest` store those admitted.
+    mutating func screenedIngest(
+        _ records: [Record], for identity: LocalIdentity, nowMillis: Int64, neighbours: () -> Set<AuthorID>,
+        ingest: ([Record]) throws(StoreError) -> IngestReport
+    ) throws(StoreError) -> Screened {
+        let (refused, invitations) = screen(records, for: identity, nowMillis: nowMillis, neighbours: neighbours)
+        let admitted = refused.isEmpty ? records : records.indices.filter { !refused.contains($0) }.map { records[$0] }
+        let report = try ingest(admitted)
+        var storeOutcomes = report.outcomes.makeIterator()
+        let outcomes = records.indices.map { refused.contains($0) ? .duplicate(records[$0].id) : storeOutcomes.next()! }
+        return Screened(report: report, outcomes: outcomes, refused: refused, invitations: invitations)
+    }
+
+    /// The feeds to fetch from the start for `invitations`: each commit's own and those it depends on, in order. The
+    /// conversation was evicted here, so the delivering session's belief that this node holds them is wrong.
+    static func feedsToFetch(_ invitations: [Record]) -> [(conversation: ConversationID, author: AuthorID)] {
+        invitations.flatMap { invitation in
+            let header = invitation.header
+            return Set(header.dependencies.map(\.author) + [header.author]).sorted().map { (header.conversation, $0) }
+        }
+    }
+
+    /// `tallyPasses`, with a notice instead of an error when the store cannot measure the quota.
+    mutating func tallyReporting(_ stored: [StoredRecord]) -> (passes: Bool, notice: [NodeAction]) {
+        do {
+            return (try tallyPasses(stored), [])
+        } catch {
+            return (false, [.event(.notice("store: cannot measure the relay quota (\(error))"))])
+        }
+    }
+
     /// The record, if it is a correctly signed commit that seals a key to `identity` (an invitation).
     static func invitation(_ record: Record, for identity: LocalIdentity) -> Record? {
         guard record.header.kind == .commit, record.hasValidSignature,
@@ -213,6 +257,21 @@ struct RelayGuard {
             "relay quota reached (\(configuration.relayConversationsMax) conversations, \(configuration.relayBytesMax) "
                 + "bytes): evicting whole conversations this node is not in, least recently active first"
         )
+    }
+
+    /// `enforce`, told as the node's events: each conversation evicted is handed to `forget` (to drop what is held of
+    /// it elsewhere), and the notice or why the quota could not be enforced is reported.
+    mutating func enforceReporting(
+        now: Duration, nowMillis: Int64, neighbours: Set<AuthorID>, forget: (ConversationID) -> Void
+    ) -> [NodeAction] {
+        let result: (evicted: [ConversationID], notice: String?)
+        do {
+            result = try enforce(now: now, nowMillis: nowMillis, neighbours: neighbours)
+        } catch {
+            return [.event(.notice("store: cannot enforce the relay quota (\(error))"))]
+        }
+        result.evicted.forEach(forget)
+        return result.notice.map { [.event(.notice($0))] } ?? []
     }
 
     /// A tally from a measurement of the relay-only conversations, plus those still pending (which the measurement

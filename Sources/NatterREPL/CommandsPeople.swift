@@ -103,7 +103,7 @@ extension ReplSession {
                 : "unblocked \(names.display(person))")
     }
 
-    /// SPEC F20: the user's word lifts the wait for own feed heads (an import, a copied directory: NodeCore+OwnHeads).
+    /// SPEC F20: the user's word lifts the wait for own feed heads (an import, a copied directory: OwnHeadsGuard).
     func forceWrite() async throws {
         if try await node.forceWrite() != nil {
             say("sending resumes from this node's own heads; if another node holds more of them, your feeds fork")

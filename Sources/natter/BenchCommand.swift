@@ -1,9 +1,7 @@
 import ArgumentParser
 import Foundation
-import NatterCrypto
-import NatterModel
 import NatterBench
-import NatterStore
+import NatterModel
 
 /// `natter bench`: the machine's physical limits beside natter's own ingest rate, measured in the same run, so
 /// later work can be judged against them (docs/performance.md).
@@ -115,72 +113,14 @@ struct BenchCommand: AsyncParsableCommand {
             try await runThroughput()
             return
         }
-        let workload = BenchWorkload.make(records: records, authors: authors)
-        let sample = workload.records[min(authors, workload.records.count - 1)]
-        let verify = MachineBench.verifyRate(sample, count: verifications)
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        let verifyAll = MachineBench.verifyRateOnAllCores(sample, count: verifications, cores: cores)
-        let decode = MachineBench.rate(count: workload.records.count) {
-            for record in workload.records { _ = try? Record.decodeVerified(record.bytes) }
+        let report: MachineLimitsReport
+        do {
+            report = try await MachineLimitsReport.measure(
+                records: records, verifications: verifications, authors: authors, batch: batch, catchUp: catchUp)
+        } catch let shortfall as MachineLimitsReport.CatchUpShortfall {
+            throw ValidationError(shortfall.description)
         }
-        let insert = try MachineBench.insertRate(workload.records, batch: batch)
-        let ingest = try MachineBench.ingestRate(workload.records, batch: batch)
-        var catchUpRate: Double?
-        if catchUp {
-            let result = try await MachineBench.withScratchDirectory { directory in
-                try await NetworkBench.catchUp(records: workload.records, in: directory)
-            }
-            guard result.recordsHeld == records, result.recordsApplied == records else {
-                throw ValidationError(
-                    "catch-up ended holding \(result.recordsHeld) and applying \(result.recordsApplied) of \(records)")
-            }
-            catchUpRate = Double(records) / max(result.seconds, 1e-9)
-        }
-        var results: [(String, Int, Double, String)] = [
-            ("ed25519_verify", verifications, verify, "one core, \(sample.bytes.count)-byte records"),
-            (
-                "verify_all_cores", verifications, verifyAll,
-                "\(cores) cores in parallel, best of \(MachineBench.ceilingTrials) runs"
-            ),
-            ("decode_verify", workload.records.count, decode, "decode + canonical check + signature, one core"),
-            (
-                "sqlite_insert", workload.records.count, insert,
-                "record rows, \(batch) per transaction, synchronous=FULL"
-            ),
-            (
-                "full_ingest", workload.records.count, ingest,
-                "RecordStore.ingest, \(batch) per batch, \(authors) authors"
-            ),
-        ]
-        if let catchUpRate {
-            results.append(
-                (
-                    "catch_up", records, catchUpRate,
-                    "fresh node pulls over loopback TCP + Noise + sync, link up → caught up"
-                ))
-        }
-        if json {
-            let fields = results.map { "\"\($0.0)_per_second\": \(Int($0.1))" }.joined(separator: ", ")
-            print(
-                "{\(fields), \"records\": \(records), \"authors\": \(authors), \"cores\": \(ProcessInfo.processInfo.activeProcessorCount)}"
-            )
-            return
-        }
-        print(
-            "natter bench: \(records) records, \(authors) authors, \(ProcessInfo.processInfo.activeProcessorCount) cores"
-        )
-        for (name, count, rate, note) in results {
-            print(
-                name.padding(toLength: 16, withPad: " ", startingAt: 0)
-                    + "\(count)".leftPadded(9) + " ops " + "\(Int(rate))".leftPadded(9) + " /s   " + note)
-        }
-        let limit = min(verifyAll, insert)
-        print(
-            "full ingest reaches \(Int((ingest / limit * 100).rounded()))% of the lower physical limit "
-                + "(min of verify on all cores and insert)")
-        if let catchUpRate {
-            print("catch-up reaches \(Int((catchUpRate / limit * 100).rounded()))% of the lower physical limit")
-        }
+        report.lines(json: json).forEach { print($0) }
     }
 
     private func runSendLatency() async throws {
@@ -189,32 +129,7 @@ struct BenchCommand: AsyncParsableCommand {
                 ? try await NetworkBench.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
                 : try await LatencyPeer.sendLatency(messages: probes, pause: .milliseconds(pauseMs), in: directory)
         }
-        func quantiles(_ values: [Double]) -> String {
-            let sorted = values.sorted()
-            return String(
-                format: "p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms", sorted[sorted.count / 2],
-                sorted[sorted.count * 9 / 10], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!)
-        }
-        if json {
-            let sorted = result.millis.sorted()
-            let durable = result.durableMillis.sorted()
-            let append = result.appendMillis.sorted()
-            print(
-                String(
-                    format: "{\"messages\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"durable_p50_ms\": %.3f, "
-                        + "\"durable_p99_ms\": %.3f, \"append_p50_ms\": %.3f}",
-                    probes, sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
-                    durable[durable.count / 2], durable[min(durable.count - 1, durable.count * 99 / 100)],
-                    append[append.count / 2]))
-            return
-        }
-        print(
-            "natter bench --send-latency: \(probes) messages one at a time (\(pauseMs) ms apart), two nodes over "
-                + "loopback TCP, "
-                + (inProcess ? "in one process" : "in two processes pinned to CPUs 0 and 1 (as on two machines)"))
-        print("send → stored on the other node   " + quantiles(result.millis))
-        print("send → durable on the other node  " + quantiles(result.durableMillis))
-        print("of which appendOwn (fsync) alone  " + quantiles(result.appendMillis))
+        result.lines(messages: probes, pauseMs: pauseMs, inProcess: inProcess, json: json).forEach { print($0) }
     }
 
     private func runThroughput() async throws {
@@ -223,89 +138,24 @@ struct BenchCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("… \(line)\n".utf8))
             }
         }
-        let tenths = result.tenths.map { String(Int($0.rounded())) }.joined(separator: " ")
-        let flatness = (result.tenths.last ?? 0) / max(result.tenths.first ?? 1, 1e-9)
-        let ofVerify = result.overall / max(result.verifyRate, 1e-9)
-        if json {
-            print(
-                "{\"messages\": \(result.messages), \"size\": \(result.size), \"arrived\": \(result.arrived), "
-                    + "\"tenths_per_second\": [\(result.tenths.map { String(Int($0.rounded())) }.joined(separator: ", "))], "
-                    + "\"overall_per_second\": \(Int(result.overall)), \"verify_per_second\": \(Int(result.verifyRate)), "
-                    + "\"insert_per_second\": \(Int(result.insertRate)), \"sender_held\": \(result.senderHeld), "
-                    + "\"receiver_held\": \(result.receiverHeld)}")
-            return
-        }
-        print(
-            "natter bench --throughput: \(result.messages) messages of \(result.size) bytes, two natter run processes "
-                + "(--json) on loopback")
-        print("arrived                 \(result.arrived) of \(result.messages)")
-        print("per tenth (messages/s)  \(tenths)")
-        print(String(format: "last tenth / first      %.2f", flatness))
-        print("overall                 \(Int(result.overall)) messages/s")
-        print("one core verifies       \(Int(result.verifyRate)) signatures/s   (overall is \(Int((ofVerify * 100).rounded()))% of it)")
-        print("SQLite inserts          \(Int(result.insertRate)) rows/s")
-        print("chat records held after stopping: sender \(result.senderHeld), receiver \(result.receiverHeld)")
+        result.lines(json: json).forEach { print($0) }
     }
 
     private func runQueries() throws {
         let result = try MachineBench.withScratchDirectory {
             try QueryBench(conversations: conversations, messages: messages).run(in: $0)
         }
-        func quantiles(_ values: [Double]) -> String {
-            String(
-                format: "p50 %.2f ms  p90 %.2f ms  max %.2f ms", values[values.count / 2],
-                values[values.count * 9 / 10], values.last!)
-        }
-        print(
-            "natter bench --queries: \(messages) messages in \(conversations) conversations "
-                + String(format: "(populated in %.1f s)", result.populateSeconds))
-        print("list conversations   " + quantiles(result.listMillis))
-        print("open (last 50)       " + quantiles(result.openMillis))
-        print("filter the list      " + quantiles(result.filterMillis))
+        result.lines(messages: messages, conversations: conversations).forEach { print($0) }
     }
 
     private func runCommits() throws {
-        let rows = try GroupCommitBench(sizes: [3, 25, 64, 256], rounds: 5).run()
-        print("natter bench --commits: medians of 5 rounds; apply = a member ingests the commit and updates its tables")
-        print("members  commit   bytes (cap \(Limits.recordBytesMax))   seal+store ms   apply ms")
-        for row in rows {
-            print(
-                "\(row.members)".leftPadded(7) + "  " + row.operation.padding(toLength: 7, withPad: " ", startingAt: 0)
-                    + "\(row.bytes)".leftPadded(8) + String(format: "%25.2f %10.2f", row.sealMillis, row.applyMillis))
-        }
+        GroupCommitBench.lines(try GroupCommitBench(sizes: [3, 25, 64, 256], rounds: 5).run()).forEach { print($0) }
     }
 
     private func runSearch() throws {
         let result = try MachineBench.withScratchDirectory {
             try SearchBench(conversations: conversations, messages: messages, rounds: rounds).run(in: $0)
         }
-        if json {
-            let cases = result.cases.map { item in
-                "{\"case\": \"\(item.name.replacingOccurrences(of: "\"", with: "\\\""))\", \"hits\": \(item.hits), "
-                    + String(
-                        format: "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}",
-                        item.millis[item.millis.count / 2],
-                        item.millis[item.millis.count * 99 / 100], item.millis.last!)
-            }
-            print(
-                "{\"messages\": \(messages), \"conversations\": \(conversations), \"rounds\": \(rounds), "
-                    + String(format: "\"populate_s\": %.1f, ", result.populateSeconds)
-                    + "\"cases\": [\(cases.joined(separator: ", "))]}")
-            return
-        }
-        print(
-            "natter bench --search: \(messages) messages in \(conversations) conversations, \(rounds) rounds each "
-                + String(format: "(populated in %.1f s)", result.populateSeconds))
-        for item in result.cases {
-            print(
-                item.name.padding(toLength: 46, withPad: " ", startingAt: 0) + "\(item.hits)".leftPadded(3) + " hits  "
-                    + String(
-                        format: "p50 %.2f ms  p99 %.2f ms  max %.2f ms", item.millis[item.millis.count / 2],
-                        item.millis[item.millis.count * 99 / 100], item.millis.last!))
-        }
+        result.lines(messages: messages, conversations: conversations, rounds: rounds, json: json).forEach { print($0) }
     }
-}
-
-extension String {
-    func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
 }

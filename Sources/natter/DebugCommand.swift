@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-import NatterCrypto
-import NatterModel
-import NatterStore
+import NatterProbe
 
 /// `natter debug …`: tools for tests and diagnosis, not for everyday use.
 struct DebugCommand: ParsableCommand {
@@ -10,8 +8,9 @@ struct DebugCommand: ParsableCommand {
         commandName: "debug", abstract: "Tools for tests and diagnosis.", shouldDisplay: false,
         subcommands: [AppendLoop.self, WriteLoop.self, FeedsCommand.self, FloodCommand.self, AttackCommand.self])
 
-    /// Appends own records until killed, printing `durable SEQ ID` after each commit returns. The crash test
-    /// kills it at random moments and checks that every line it printed is still true after a restart.
+    /// Appends own records until killed (`CrashWriters.appendLoop`), printing `ready`, then `durable SEQ ID` after each
+    /// commit returns. The crash test kills it at random moments and checks that every line it printed is still true
+    /// after a restart.
     struct AppendLoop: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "append-loop", abstract: "Append own records in a loop, reporting each durable one.")
@@ -24,20 +23,7 @@ struct DebugCommand: ParsableCommand {
         func run() throws {
             do {
                 let (identity, store) = try data.dataDirectory.open()
-                let conversation = ConversationID(bytes: Blake2b.hash(Array("natter/debug/append-loop".utf8)))
-                let epoch = EpochID(bytes: Blake2b.hash(Array("natter/debug/epoch".utf8)))
-                var written = 0
-                print("ready")  // the crash tests time their kill from here, not from the process's start
-                fflush(nil)
-                while count.map({ written < $0 }) ?? true {
-                    let record = try store.appendOwn(
-                        conversation: conversation, kind: .content, epoch: epoch, createdAtMillis: nowMillis(),
-                        identity: identity.signing
-                    ) { header in Array("append-loop record \(header.sequence)".utf8) }
-                    print("durable \(record.header.sequence) \(record.id.hex)")
-                    fflush(nil)
-                    written += 1
-                }
+                try CrashWriters.appendLoop(identity: identity, store: store, count: count, say: printNow)
             } catch {
                 throw fail(error)
             }

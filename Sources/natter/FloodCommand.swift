@@ -2,26 +2,15 @@ import ArgumentParser
 import Foundation
 import NatterCrypto
 import NatterModel
-import NatterNetwork
 import NatterNode
-import NatterStore
+import NatterProbe
 
-/// `natter debug flood`: a flooding node, for measuring what a flood does to other nodes (SPEC F16). It writes
-/// signed records from throwaway identities — into conversations nobody else is in, and as junk feeds into the
-/// conversations given — paced at a rate, and offers them to its peer as any node offers what it writes. In a
-/// process of its own (run it under `nice`, as if on another machine) its own work — checking every record it
-/// stores, sealing every frame it sends — does not share the measured nodes' process or their priority.
-///
-/// Prints `linked: N records, largest M bytes` once its link is up, then `written N records in S s (R records/s)`,
-/// then stays up (serving sync) until killed.
+/// `natter debug flood`: a flooding node (`Flooder` in NatterProbe), for measuring what a flood does to other nodes
+/// (SPEC F16). Prints `linked: N records, largest M bytes` once its link is up, then `written N records in S s (R
+/// records/s)`, then stays up (serving sync) until killed.
 struct FloodCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flood", abstract: "Flood a peer with signed records from throwaway identities.")
-
-    /// How long the flooder waits for its link before giving up.
-    static let linkWait: Duration = .seconds(30)
-    /// Pacing: each step writes the records due so far.
-    static let step: Duration = .milliseconds(20)
 
     @OptionGroup var data: DataOption
 
@@ -60,66 +49,19 @@ struct FloodCommand: AsyncParsableCommand {
         guard nobody + into.count > 0 else { throw ValidationError("nothing to flood: give --nobody or --into") }
     }
 
-    /// The flood, in the order it is written: conversation after conversation, each author's chain in order.
-    func records() throws -> [Record] {
-        let conversations =
-            (0..<nobody).map { floodConversation("nobody-\($0)") }
-            + into.map { ConversationID(bytes: Hex.decode($0)!) }
-        let total = Int(Double(rate) * seconds)
-        let perAuthor = max(1, total / conversations.count / authors)
-        return try conversations.enumerated().flatMap { index, conversation in
-            try floodRecords(
-                conversation: conversation, authors: authors, perAuthor: perAuthor, seed: seed + UInt64(index))
-        }
-    }
-
     func run() async throws {
-        let node: Node
-        let store: RecordStore
-        let flood: [Record]
+        let flooder = Flooder(
+            rate: rate, seconds: seconds, nobody: nobody, into: into.map { ConversationID(bytes: Hex.decode($0)!) },
+            authors: authors, seed: seed)
         do {
             let handle = data.dataDirectory
             if !handle.directory.isInitialised { _ = try handle.initialise(name: "Flooder", network: nil) }
-            let (identity, opened) = try handle.open()
-            store = opened
-            flood = try records()
-            node = try await Node(
-                store: store, identity: identity, networkKey: try handle.directory.readNetworkKey(),
-                listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [PeerAddress(peer)!], discovery: nil)
+            let (identity, store) = try handle.open()
+            try await flooder.run(
+                identity: identity, store: store, networkKey: try handle.directory.readNetworkKey(),
+                peer: PeerAddress(peer)!, say: printNow)
         } catch {
             throw fail(error)
         }
-        let running = Task { await node.run() }
-        let deadline = ContinuousClock.now + Self.linkWait
-        while await node.connectedPeers.isEmpty {
-            guard ContinuousClock.now < deadline else {
-                throw fail(ValidationError("no link to \(peer) within \(Self.linkWait)"))
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        print("linked: \(flood.count) records, largest \(flood.map(\.bytes.count).max() ?? 0) bytes")
-        fflush(nil)
-
-        let start = ContinuousClock.now
-        var written = 0
-        do {
-            while written < flood.count {
-                let elapsed = (ContinuousClock.now - start) / .seconds(1)
-                let due = min(flood.count, Int((Double(rate) * elapsed).rounded(.up)))
-                if due > written {
-                    let batch = Array(flood[written..<due])
-                    try await node.inject(batch)
-                    written = due
-                }
-                try await Task.sleep(for: Self.step)
-            }
-        } catch {
-            throw fail(error)
-        }
-        let took = (ContinuousClock.now - start) / .seconds(1)
-        print("written \(written) records in \(took) s (\(Int(Double(written) / max(took, 0.001))) records/s)")
-        fflush(nil)
-        // Stay up: the peer keeps pulling what its quotas did not take yet. The caller stops this process.
-        await running.value
     }
 }

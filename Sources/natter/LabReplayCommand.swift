@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-import NatterCrypto
 import NatterLab
-import NatterModel
 
 /// `natter lab replay FILE`: drives a node core against a trace recorded by `natter run --trace` (docs/lab.md).
 struct LabReplayCommand: ParsableCommand {
@@ -39,19 +37,7 @@ struct LabReplayCommand: ParsableCommand {
         } catch {
             throw fail(error)
         }
-        let ending =
-            report.truncated
-            ? "the recorder stopped at its bound there; no digests of the node's end to compare"
-            : report.recorded == nil
-                ? "the trace holds no digests of the node's end (it did not stop cleanly"
-                    + (report.cutAt.map { "; its last entry is cut at byte \($0)" } ?? "") + ")"
-                : report.recorded == report.digests ? "digests equal to the node's" : "digests DIFFER from the node's"
-        print("replay: \(report.entries) entries; \(ending)")
-        if let divergence = report.divergence { print("divergence: \(divergence)") }
-        print("log \(Hex.encode(report.digests.log))")
-        for conversation in report.digests.conversations {
-            print("conversation \(conversation.id.hex) \(Hex.encode(conversation.digest))")
-        }
+        report.lines.forEach { print($0) }
         guard report.reproduced else { throw ExitCode.failure }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NatterNode
 
 /// The `natter` command. Subcommands live in their own files; this type only wires them together.
 @main
@@ -37,7 +38,8 @@ func fail(_ error: any Error) -> ExitCode {
     return ExitCode.failure
 }
 
-/// Milliseconds since 1970 from the system clock (the executable is the only place that reads it).
-func nowMillis() -> Int64 {
-    Int64((Date().timeIntervalSince1970 * 1000).rounded())
+/// Prints a line at once (a test or a script waits for it while the command goes on).
+func printNow(_ line: String) {
+    print(line)
+    fflush(nil)
 }

@@ -147,7 +147,7 @@ struct RunCommand: AsyncParsableCommand {
             // PeerAddress refuses port 0; here it means "any free port".
             let listenAddress = PeerAddress(listen) ?? PeerAddress(host: String(listen.dropLast(2)), port: 0)
             // Named peers are remembered: this start dials them and every earlier one.
-            try store.rememberPeers(peers.compactMap(PeerAddress.init).map(\.description), atMillis: nowMillis())
+            try store.rememberPeers(peers.compactMap(PeerAddress.init).map(\.description), atMillis: WallClock.nowMillis())
             let remembered = try store.namedPeers().compactMap(PeerAddress.init)
             node = try await Node(
                 store: store, identity: identity, networkKey: networkKey, listen: listenAddress, peers: remembered,

@@ -7,13 +7,13 @@ import Foundation
 import NatterCrypto
 import NatterModel
 import NatterNode
+import NatterProbe
 import NatterStore
 import NatterSync
 import NatterTestSupport
 import Testing
 
 @testable import NatterNode
-@testable import natter
 
 @Suite("Causal buffer")
 struct CausalBufferTests {

@@ -1,24 +1,25 @@
 import Foundation
-import NatterCrypto
-import NatterModel
+public import NatterCrypto
+public import NatterModel
 import NatterSync
 
 #if canImport(Glibc)
-import Glibc
+// Public: `connect`, `call` and `address` take and give the socket types.
+public import Glibc
 #endif
 
 /// A natter link spoken by hand over a blocking socket, for the attack tools (`natter debug attack`) and the tests
 /// that run them: the handshake and the channel are the library's machines (`LinkHandshake`, `SecureChannel`), but
 /// the sync messages are written and read from their byte layouts in docs/protocol.md §3.2, not through the
 /// `SyncSession`, so the client does exactly what its caller says — including what an honest node never does.
-final class RawLink {
+public final class RawLink {
     /// Why a raw link stopped.
-    enum Failure: Error, CustomStringConvertible {
+    public enum Failure: Error, CustomStringConvertible {
         case connect(String)
         case handshake(String)
         case closed(String)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .connect(let reason): "cannot connect: \(reason)"
             case .handshake(let reason): "handshake failed: \(reason)"
@@ -27,17 +28,17 @@ final class RawLink {
         }
     }
 
-    let socket: Int32
-    let identity: IdentityKeyPair
+    public let socket: Int32
+    public let identity: IdentityKeyPair
     /// The peer's identity, proven by its handshake.
-    private(set) var peer: IdentityPublicKey
+    public private(set) var peer: IdentityPublicKey
     private var channel: SecureChannel
     /// Messages received but not yet taken by `receive`.
     private var inbox: [[UInt8]] = []
 
     /// Connects to `host`:`port` (from `source` if given, an address of this host) and completes the handshake as a
     /// fresh throwaway identity of `networkKey`'s network. Bounded: each read waits at most `timeout`.
-    init(
+    public init(
         host: String, port: Int, source: String? = nil, networkKey: NetworkKey = .defaultNetwork,
         identity: IdentityKeyPair = .generate(), timeout: Duration = .seconds(10)
     ) throws {
@@ -85,12 +86,12 @@ final class RawLink {
     deinit { Glibc.close(socket) }
 
     /// Sends one application message.
-    func send(_ message: [UInt8]) throws {
+    public func send(_ message: [UInt8]) throws {
         try Self.write(socket, try channel.send(message))
     }
 
     /// The messages that arrive within `wait` (at least one if any arrives); throws when the peer closed the link.
-    func receive(wait: Duration) throws -> [[UInt8]] {
+    public func receive(wait: Duration) throws -> [[UInt8]] {
         if inbox.isEmpty, let bytes = try Self.read(socket, wait: wait) {
             guard !bytes.isEmpty else { throw Failure.closed("the peer closed the connection") }
             try take(channel.receive(bytes))
@@ -100,7 +101,7 @@ final class RawLink {
     }
 
     /// Reads and discards whatever is waiting, without blocking; throws when the peer closed the link.
-    func drain() throws {
+    public func drain() throws {
         while let bytes = try Self.read(socket, wait: .zero) {
             guard !bytes.isEmpty else { throw Failure.closed("the peer closed the connection") }
             try take(channel.receive(bytes))
@@ -121,21 +122,21 @@ final class RawLink {
     // MARK: - Sync messages, from docs/protocol.md §3.2
 
     /// SUMMARY: the final part, with no entries (a node holding nothing).
-    static let emptySummary: [UInt8] = [1, 1, 0, 0]
-    static let ping: [UInt8] = [7]
+    public static let emptySummary: [UInt8] = [1, 1, 0, 0]
+    public static let ping: [UInt8] = [7]
 
     /// CREDIT of `batches` (1…8).
-    static func credit(_ batches: Int) -> [UInt8] { [4, UInt8(batches >> 8), UInt8(batches & 0xFF)] }
+    public static func credit(_ batches: Int) -> [UInt8] { [4, UInt8(batches >> 8), UInt8(batches & 0xFF)] }
 
     /// REQUEST of a feed from sequence `from` on.
-    static func request(conversation: ConversationID, author: AuthorID, from: UInt64) -> [UInt8] {
+    public static func request(conversation: ConversationID, author: AuthorID, from: UInt64) -> [UInt8] {
         var out: [UInt8] = [5] + conversation.bytes + author.bytes
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(from >> UInt64(shift) & 0xFF)) }
         return out
     }
 
     /// RECORDS carrying `records`, returning `credit` batches.
-    static func records(_ records: [Record], credit: Int = 0) -> [UInt8] {
+    public static func records(_ records: [Record], credit: Int = 0) -> [UInt8] {
         var out: [UInt8] = [3, UInt8(credit >> 8), UInt8(credit & 0xFF), UInt8(records.count >> 8),
             UInt8(records.count & 0xFF)]
         for record in records {
@@ -147,7 +148,7 @@ final class RawLink {
     }
 
     /// The bulk credit a received message returns: CREDIT, or the credit field of RECORDS; 0 for anything else.
-    static func creditReturned(by message: [UInt8]) -> Int {
+    public static func creditReturned(by message: [UInt8]) -> Int {
         switch message.first {
         case 4 where message.count == 3, 3 where message.count >= 5: Int(message[1]) << 8 | Int(message[2])
         default: 0
@@ -157,7 +158,7 @@ final class RawLink {
     // MARK: - Sockets
 
     /// A connected TCP socket to `host`:`port` (IPv4), bound to `source` first if given.
-    static func connect(host: String, port: Int, source: String? = nil) throws -> Int32 {
+    public static func connect(host: String, port: Int, source: String? = nil) throws -> Int32 {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure.connect(String(cString: strerror(errno))) }
         var noDelay: Int32 = 1
@@ -173,7 +174,7 @@ final class RawLink {
     }
 
     /// Calls `bind` or `connect` on `fd` with `address`; throws `what` and the system's reason on failure.
-    static func call(
+    public static func call(
         _ function: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32, _ fd: Int32, _ address: sockaddr_in,
         _ what: String
     ) throws {
@@ -186,7 +187,7 @@ final class RawLink {
         guard status == 0 else { throw Failure.connect("\(what): \(String(cString: strerror(errno)))") }
     }
 
-    static func address(_ host: String, port: Int) throws -> sockaddr_in {
+    public static func address(_ host: String, port: Int) throws -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -197,7 +198,7 @@ final class RawLink {
     }
 
     /// Writes all of `bytes` (blocking); throws when the connection is gone.
-    static func write(_ fd: Int32, _ bytes: [UInt8]) throws {
+    public static func write(_ fd: Int32, _ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -210,7 +211,7 @@ final class RawLink {
     }
 
     /// Whatever arrives within `wait` (nil: nothing did; empty: the peer closed the connection).
-    static func read(_ fd: Int32, wait: Duration) throws -> [UInt8]? {
+    public static func read(_ fd: Int32, wait: Duration) throws -> [UInt8]? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
         let ready = poll(&poller, 1, milliseconds)

@@ -1,18 +1,18 @@
 import Foundation
-import NatterCrypto
-import NatterModel
-import NatterStore
+public import NatterCrypto
+public import NatterModel
+public import NatterStore
 
-/// Resolves the data directory and opens what a command needs from it.
-struct DataDirectoryHandle {
-    let directory: DataDirectory
+/// Resolves a node's data directory and opens what a command needs from it: its identity and its store.
+public struct DataDirectoryHandle: Sendable {
+    public let directory: DataDirectory
 
-    init(explicit: String?) {
+    public init(explicit: String?) {
         directory = DataDirectory.resolve(explicit: explicit, environment: ProcessInfo.processInfo.environment)
     }
 
     /// Identity and store of an initialised directory; the store is locked for this process.
-    func open() throws -> (LocalIdentity, RecordStore) {
+    public func open() throws -> (LocalIdentity, RecordStore) {
         let identity = try directory.readIdentity()
         let store = try RecordStore.open(directory: directory.path)
         try store.bind(to: identity.author, directory: directory.path)
@@ -20,7 +20,7 @@ struct DataDirectoryHandle {
     }
 
     /// Creates a new node here: directory, identity, optional network key, database, and a signed profile.
-    func initialise(name: String, network: NetworkKey?) throws -> (LocalIdentity, RecordStore) {
+    public func initialise(name: String, network: NetworkKey?) throws -> (LocalIdentity, RecordStore) {
         let cleanName = try DisplayName.validate(name)
         try directory.create()
         if directory.isInitialised { throw StoreError.alreadyInitialised(path: directory.path) }
@@ -35,16 +35,16 @@ struct DataDirectoryHandle {
     }
 
     /// Appends a profile record (display name and certified encryption key) to the identity's public feed.
-    func publishProfile(name: String, identity: LocalIdentity, store: RecordStore) throws {
+    public func publishProfile(name: String, identity: LocalIdentity, store: RecordStore) throws {
         let profile = Profile(name: name, certificate: identity.certificate)
         _ = try store.appendOwn(
-            conversation: .profileFeed(of: identity.author), kind: .plain, epoch: .none, createdAtMillis: nowMillis(),
-            identity: identity.signing
+            conversation: .profileFeed(of: identity.author), kind: .plain, epoch: .none,
+            createdAtMillis: WallClock.nowMillis(), identity: identity.signing
         ) { _ in profile.encoded() }
     }
 
     /// The latest applied profile of `author`, if any.
-    func profile(of author: AuthorID, in store: RecordStore) throws -> Profile? {
+    public func profile(of author: AuthorID, in store: RecordStore) throws -> Profile? {
         let feed = ConversationID.profileFeed(of: author)
         guard let state = try store.feeds(of: feed).first(where: { $0.author == author }), state.applied > 0 else {
             return nil
