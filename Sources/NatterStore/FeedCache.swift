@@ -39,12 +39,18 @@ final class FeedCache: Sendable {
         var uses: UInt64 = 0
         /// Bumped at every commit applied and every invalidation.
         var generation: UInt64 = 0
+        /// Bumped after every commit that wrote a profile feed's row, and every invalidation: while it is unchanged,
+        /// so is `profile_author` (every write of it is such a commit).
+        var profileGeneration: UInt64 = 0
     }
 
     private let state = Mutex(State())
 
     /// The commit generation now: pass it to `fill` with what a read found.
     var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// The profile generation now: read it before reading `profile_author`; while it is unchanged, so is the table.
+    var profileGeneration: UInt64 { state.withLock { $0.profileGeneration } }
 
     /// Every feed of `conversation` by author, if cached.
     func feeds(of conversation: ConversationID) -> [AuthorID: FeedState]? {
@@ -78,6 +84,9 @@ final class FeedCache: Sendable {
     func committed(feeds written: [FeedState], stored: [(RecordPosition, UInt64)]) {
         state.withLock { state in
             state.generation += 1
+            if written.contains(where: { $0.conversation == .profileFeed(of: $0.author) }) {
+                state.profileGeneration += 1
+            }
             for feed in written {
                 guard var cached = state.conversations[feed.conversation] else { continue }
                 if cached.feeds.updateValue(feed, forKey: feed.author) == nil { state.feedCount += 1 }
@@ -118,6 +127,7 @@ final class FeedCache: Sendable {
             state.feedCount = 0
             state.lamports = [:]
             state.generation += 1
+            state.profileGeneration += 1
         }
     }
 }

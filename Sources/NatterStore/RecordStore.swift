@@ -593,6 +593,10 @@ public final class RecordStore: Sendable {
         }
     }
 
+    /// Changes (after the commit) whenever `profileAuthors()` may have: read it first, and while it is unchanged the
+    /// authors read are still all there are.
+    public var profileAuthorsGeneration: UInt64 { feedCache.profileGeneration }
+
     /// The authors whose profile feed is applied here, in order: the people this node can name and seal keys to.
     /// Read from `profile_author`, not from a scan of every feed.
     public func profileAuthors() throws -> [AuthorID] {
