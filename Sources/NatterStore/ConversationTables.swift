@@ -160,6 +160,7 @@ extension Conversations {
                 try SearchIndex.set(
                     Data(id.bytes), to: document, conversation: key, held: &next.documents, in: db)
             }
+            if !documents.isEmpty { try SearchIndex.flushIfFull(in: db) }
             if rewriteKeys { try writeKeys(snapshot, key: key, in: db) }
             if rewriteMembers { try writeMembers(state, key: key, in: db) }
             try writeListRow(
@@ -498,6 +499,7 @@ extension Conversations {
                 of: state, key: key, kind: kind, token: token, lastActivity: lastActivity, preview: preview,
                 unread: unread, name: name, in: db)
             let held = try SearchIndex.update(conversation: key, to: documents, in: db)
+            try SearchIndex.flushIfFull(in: db)
             // New activity brings an archived conversation back into the list (a first fill is not activity).
             if differences.hadRows && differences.kinds.values.contains(.new) {
                 try db.executeCached(

@@ -101,6 +101,32 @@ enum SearchIndex {
         return rowid
     }
 
+    /// Documents waiting in `search_pending` at which a refresh indexes them (`flushIfFull`): 256. One FTS5
+    /// segment per that many messages instead of one per transaction; a search indexes what waits first, so the
+    /// bound only caps the work a search may find to do.
+    static let pendingMax = 256
+
+    /// Indexes every pending document (schema v14) in one statement.
+    static func flush(in db: Database) throws {
+        try db.executeCached(
+            sql: """
+                INSERT INTO message_search (rowid, text, scope)
+                SELECT d.rowid, d.text, d.scope FROM search_pending p JOIN search_document d ON d.rowid = p.rowid
+                """)
+        try db.executeCached(sql: "DELETE FROM search_pending")
+    }
+
+    /// Indexes the pending documents once `pendingMax` wait: called at the end of each refresh's transaction.
+    static func flushIfFull(in db: Database) throws {
+        let waiting = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM search_pending")) ?? 0
+        if waiting >= pendingMax { try flush(in: db) }
+    }
+
+    /// Whether documents wait to be indexed.
+    static func hasPending(in db: Database) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM search_pending)")) ?? false
+    }
+
     /// A conversation's documents as held: per message, its rowid and text.
     typealias Held = [Data: (rowid: Int64, text: String)]
 
@@ -197,6 +223,10 @@ extension Conversations {
         let key = conversation.map { Data($0.bytes) }
         let expression = try SearchIndex.expression(for: query, scope: key.map(SearchIndex.scope(of:)))
         guard limit > 0 else { return [] }
+        // What the refreshes left pending is indexed first, so a search finds every message shown.
+        if try store.read({ try SearchIndex.hasPending(in: $0) }) {
+            try store.writeDerived { try SearchIndex.flush(in: $0) }
+        }
         let rows = try store.read { db in
             var sql = """
                 SELECT d.message, d.conversation, c.title, t.author, t.displayed_ms,

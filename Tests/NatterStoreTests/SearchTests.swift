@@ -200,6 +200,45 @@ struct SearchTests {
         }
     }
 
+    @Test("documents wait in search_pending until a refresh finds 256 of them or a search runs; edits and deletes of waiting and indexed ones both hold")
+    func pendingDocuments() throws {
+        let (alice, bob, _, chat) = try lab(seed: 790)
+        var lines = [RecordID]()
+        // Refreshed every 25 lines: the index takes the first 256 documents in one flush, the rest wait.
+        for index in 0..<300 {
+            lines.append(try alice.conversations.send("word\(index) common", in: chat, now: alice.tick()).id)
+            if index % 25 == 24 {
+                try bob.pull(from: alice)
+                try bob.conversations.refresh(chat)
+            }
+        }
+        let pending = { try bob.store.writer.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM search_pending") } }
+        let indexed = {
+            try bob.store.writer.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM message_search('common')") }
+        }
+        #expect(try indexed() == 275 && pending() == 25, "flushed at the refresh that reached 256 (line 275)")
+        // Edit and delete one indexed document (line 3) and one waiting (line 290).
+        try alice.conversations.edit(lines[3], to: "changed indexed", in: chat, now: alice.tick())
+        try alice.conversations.edit(lines[290], to: "changed waiting", in: chat, now: alice.tick())
+        try alice.conversations.delete(lines[4], in: chat, now: alice.tick())
+        try alice.conversations.delete(lines[291], in: chat, now: alice.tick())
+        try bob.pull(from: alice)
+        try bob.conversations.refresh(chat)
+        #expect(try pending() == 25, "two waiting went, two edited came")
+        // A search indexes what waits first: every current text is found, nothing edited or deleted away.
+        #expect(try bob.conversations.search("common", limit: 400).count == 296)
+        #expect(try pending() == 0)
+        #expect(try bob.conversations.search("changed").map(\.message).sorted() == [lines[3], lines[290]].sorted())
+        for gone in ["word3", "word4", "word290", "word291"] {
+            #expect(try bob.conversations.search(gone).isEmpty, "\(gone)")
+        }
+        #expect(try bob.conversations.search("word299").map(\.message) == [lines[299]])
+        // FTS5's own consistency check of the index against its content table.
+        try bob.store.writer.write { db in
+            try db.execute(sql: "INSERT INTO message_search (message_search, rank) VALUES ('integrity-check', 1)")
+        }
+    }
+
     func documents(_ store: RecordStore) throws -> [String] {
         try store.writer.read { db in
             try Row.fetchAll(db, sql: "SELECT rowid, message, conversation, scope, text FROM search_document ORDER BY 1")
