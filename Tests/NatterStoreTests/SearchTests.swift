@@ -296,8 +296,16 @@ struct SearchMigrationTests {
                 try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
             )
         }
+        let olderTriggers = try older.read { old in
+            try String.fetchAll(old, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger'")
+        }
         try store.writeWithoutTransaction { db in
-            // Virtual tables first: dropping one drops its shadow tables.
+            // Triggers first: one a later migration rewrote (v14's, naming `search_pending`) would stop every later
+            // schema change once its table is gone. The older schema's own are created again at the end.
+            for trigger in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger'") {
+                try db.execute(sql: "DROP TRIGGER \(trigger)")
+            }
+            // Then virtual tables, before the rest: dropping one drops its shadow tables.
             for virtual in [true, false] {
                 let tables = try String.fetchAll(
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (sql LIKE 'CREATE VIRTUAL%') = ?",
@@ -346,6 +354,7 @@ struct SearchMigrationTests {
                 }
                 for index in indexes { try db.execute(sql: index) }
             }
+            for trigger in olderTriggers { try db.execute(sql: trigger) }
             try db.execute(
                 sql: "DELETE FROM grdb_migrations WHERE identifier NOT IN (SELECT value FROM json_each(?))",
                 arguments: ["[" + keptMigrations.map { "\"\($0)\"" }.joined(separator: ",") + "]"])
