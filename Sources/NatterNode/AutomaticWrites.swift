@@ -93,6 +93,7 @@ struct AutomaticWrites {
     mutating func review(
         _ conversation: ConversationID, in conversations: Conversations, me: AuthorID, now: Duration
     ) {
+        // `try?`: a conversation the store cannot read now is reviewed again at its next refresh.
         guard configuration.enabled, let snapshot = try? conversations.snapshot(of: conversation) else { return }
         // `try?`: a store that cannot answer is asked again at the next refresh.
         review(snapshot, me: me, now: now) { (try? conversations.owesSlotRepair(in: conversation)) == true }

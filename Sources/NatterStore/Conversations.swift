@@ -182,8 +182,11 @@ public final class Conversations: Sendable {
         let peer: AuthorID? = directPeers.withLock { cache in
             if let authors {
                 for author in authors where author != me && !cache.known.contains(author) {
+                    // `try?`: a profile that cannot be read or agreed with names no direct conversation yet; it is
+                    // not marked known, so it is tried again once the profile generation moves (a new profile).
+                    guard let id = try? directConversationID(with: author) else { continue }
                     cache.known.insert(author)
-                    if let id = try? directConversationID(with: author) { cache.peers[id] = author }
+                    cache.peers[id] = author
                 }
                 cache.seenAt = generation
             }
