@@ -39,7 +39,7 @@ public enum LatencyPeer {
     /// `applied HEX NANOS` per applied record and `synced NANOS` per store sync.
     public static func runReceiver(in directory: String) async throws {
         let (identity, store) = try NetworkBench.openStore(directory)
-        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Receiver", now: nowMillis())
+        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Receiver", now: WallClock.nowMillis())
         let node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [], discovery: nil,
@@ -99,7 +99,7 @@ public enum LatencyPeer {
         let port = try await reports.wait("the receiver's port") { $0.port }
 
         let (identity, store) = try NetworkBench.openStore(directory + "/sender")
-        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Sender", now: nowMillis())
+        _ = try Conversations(store: store, identity: identity).publishProfile(name: "Sender", now: WallClock.nowMillis())
         let node = try await Node(
             store: store, identity: identity, networkKey: .defaultNetwork,
             listen: PeerAddress(host: "127.0.0.1", port: 0), peers: [PeerAddress(host: "127.0.0.1", port: port)],

@@ -135,8 +135,3 @@ public struct BenchWorkload: Sendable {
     }
 }
 
-
-/// Milliseconds since 1970 on the wall clock (records' creation times in fixtures).
-func nowMillis() -> Int64 {
-    Int64((Date().timeIntervalSince1970 * 1000).rounded())
-}

@@ -69,9 +69,9 @@ public enum NetworkBench {
         let sender = try openStore(directory + "/sender")
         let receiver = try openStore(directory + "/receiver")
         _ = try Conversations(store: sender.store, identity: sender.identity).publishProfile(
-            name: "Sender", now: nowMillis())
+            name: "Sender", now: WallClock.nowMillis())
         _ = try Conversations(store: receiver.store, identity: receiver.identity).publishProfile(
-            name: "Receiver", now: nowMillis())
+            name: "Receiver", now: WallClock.nowMillis())
         let (senderNode, receiverNode) = try await linkedPair(listening: sender, dialling: receiver)
         // Each arrival is timed on the receiving node as it reports the record applied (its transaction committed),
         // not when the probe gets round to reading the report: on two cores, the sender's table refresh (which
