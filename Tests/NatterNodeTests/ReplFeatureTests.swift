@@ -73,7 +73,10 @@ struct ReplFeatureTests {
         #expect(everywhere.count == 3)
         #expect(everywhere[1].hasPrefix("[Alice] ") && everywhere[1].contains("Alice: *probe* \\u{202e}reversed"))
         #expect(everywhere[2].hasPrefix("[Lab] ") && everywhere[2].contains("Alice: the scope *probe* is in the"))
-        let ref = try #require(everywhere[2].split(separator: " ").dropFirst(2).first.map(String.init))
+        // The label is the word before the author; the time before it is one word today and two ("Yesterday 23:58")
+        // when the run crosses midnight.
+        let words = everywhere[2].split(separator: " ").map(String.init)
+        let ref = try #require(words.firstIndex(of: "Alice:").flatMap { $0 > 0 ? words[$0 - 1] : nil })
         let opened = await bob.succeeds("/open \(ref)")
         #expect(opened.first == "── Lab ── around \(ref)")
         #expect(opened.contains { $0.contains("\(ref) Alice: the scope probe is in the second drawer") })
