@@ -45,17 +45,9 @@ public actor Node: Service {
     /// The longest the timer sleeps: bounds redial latency and keeps session timers honest.
     public static let tickIntervalMax: Duration = .milliseconds(500)
 
-    /// Threads the node actors run on, apart from Swift's shared cooperative pool. The actor does blocking work —
-    /// SQLite reads, fsynced commits, refreshing conversation tables — and on the shared pool (as many threads as
-    /// cores) two busy nodes, or one node and its REPL, would hold every thread: other tasks, such as the one that
-    /// shows a message that just arrived, would wait for a refresh to finish. Nodes in one process take these
-    /// threads round-robin: at least eight, so up to eight nodes (tests, benchmarks, the flood test's five) each
-    /// have a thread of their own and the system schedules them as it would separate processes, instead of one
-    /// node's long turn holding another's on a shared thread. Idle threads cost nothing. Never shut down, like
-    /// NIO's own singleton.
-    private static let actorThreads = MultiThreadedEventLoopGroup(numberOfThreads: max(8, System.coreCount))
-
-    /// The event loop this actor's jobs run on, as an executor (kept: the unowned reference below must outlive it).
+    /// The thread this actor's jobs run on, its own while it runs (`NodeThreads`); its timer fires there too.
+    private nonisolated let thread: NodeThreads.Lease
+    /// The thread as an executor (kept: the unowned reference below must outlive it).
     private nonisolated let executor: any SerialExecutor
     /// Transport events waiting for the actor (`TransportInbox`), put there by the transport on its event loop: a
     /// received message wakes the actor directly, not a task that would then hop to it. (The connections stay on
@@ -90,10 +82,12 @@ public actor Node: Service {
     private var isShutDown = false
     /// People the user blocked (`/block`): their links are refused like a ban's, for as long as they stay blocked.
     private var blocked = Set<AuthorID>()
-    /// The timer's current sleep and when it ends: cancelled when the core gains an earlier deadline (a RECORDS
-    /// push after the push interval, a typing frame due), so timers fire on time rather than up to `tickIntervalMax`
-    /// late.
-    private var sleeper: (task: Task<Void, Never>, until: Duration)?
+    /// The timer armed on the node's thread and when it fires (`armTimer`): re-armed when the core gains an earlier
+    /// deadline (a RECORDS push after the push interval, a typing frame due), so timers fire on time rather than up
+    /// to `tickIntervalMax` late. Nil while a tick runs and when the node is not running.
+    private var timer: (scheduled: Scheduled<Void>, until: Duration)?
+    /// Whether `run` drives the node: the timer re-arms only then.
+    private var timerRunning = false
     private let continuation: AsyncStream<NodeEvent>.Continuation
     /// Everything the node reports, in order (for the line interface, scripts and tests).
     public nonisolated let events: AsyncStream<NodeEvent>
@@ -114,7 +108,8 @@ public actor Node: Service {
         discovery: DiscoveryConfiguration? = DiscoveryConfiguration(), quotas: QuotaConfiguration = QuotaConfiguration(),
         receipts: ReceiptConfiguration = ReceiptConfiguration(), trace: TraceOptions? = nil
     ) async throws {
-        executor = Self.actorThreads.next().executor
+        thread = NodeThreads.shared.take()
+        executor = thread.loop.executor
         var configuration = NodeConfiguration()
         configuration.quotas = quotas
         configuration.receipts = receipts
@@ -377,27 +372,34 @@ public actor Node: Service {
         await shutdown()
     }
 
-    /// Takes the transport's events in turns, on the actor: the inbox's wait stays on the actor's executor, so an
-    /// event put on the event loop resumes this loop directly.
-    private func handleTransportEvents() async {
-        while let events = await inbox.next() { handle(events) }
+    /// One turn of the transport's events: all that waited (`TransportInbox`).
+    private func takeTransportEvents() {
+        handle(inbox.take())
     }
 
     /// Network events and timers drive the core, until cancelled.
     private func drive() async {
+        timerRunning = true
+        armTimer()
+        defer {
+            timerRunning = false
+            timer?.scheduled.cancel()
+            timer = nil
+        }
         await withTaskGroup(of: Void.self) { group in
-            // Events queue in the inbox while the actor works; each turn takes all of them (`TransportInbox`).
-            group.addTask { [inbox] in
-                await withTaskCancellationHandler {
-                    await self.handleTransportEvents()
-                } onCancel: {
-                    inbox.finish()
+            // Events queue in the inbox while the actor works; each turn, queued on the node's thread, takes all of
+            // them (`TransportInbox`). The node runs until the inbox finishes (the node stops) or this is cancelled.
+            inbox.start { [thread] in
+                thread.loop.execute {
+                    // The loop is this actor's executor: the closure runs isolated to it.
+                    self.assumeIsolated { node in node.takeTransportEvents() }
                 }
             }
-            group.addTask {
-                while !Task.isCancelled {
-                    await self.sleepUntilNextDeadline()
-                    await self.tick()
+            group.addTask { [inbox] in
+                await withTaskCancellationHandler {
+                    await inbox.untilFinished()
+                } onCancel: {
+                    inbox.finish()
                 }
             }
             if let discovery {
@@ -452,6 +454,7 @@ public actor Node: Service {
         finishTrace()
         inbox.finish()
         continuation.finish()
+        thread.end()
     }
 
     // MARK: - Discovery
@@ -547,7 +550,32 @@ public actor Node: Service {
         }
     }
 
-    private func tick() async {
+    /// Arms the timer for the core's next deadline (at most `tickIntervalMax` away), replacing the one armed; when
+    /// records wait only for the next turn (a long sync window), for now: events already queued on the node's thread
+    /// run first, then the tick ingests the next part. The timer fires on the node's own thread and enters the actor
+    /// there, never through a task: a task's wake-up waits for a thread of Swift's shared cooperative pool, and a
+    /// process whose pool is held for seconds by other work (a front end, other nodes, a test suite) would then send
+    /// no heartbeats, and its peers would take a busy node for a dead one (issue 18, `BusyNotDeadTests`).
+    private func armTimer() {
+        timer?.scheduled.cancel()
+        timer = nil
+        guard timerRunning else { return }
+        let pause = core.hasIngestDue(now: now) ? .zero : nextPause()
+        let scheduled = thread.loop.scheduleTask(in: TimeAmount(pause)) { [self] in
+            // The loop is this actor's executor: the closure runs isolated to it.
+            assumeIsolated { node in node.timerFired() }
+        }
+        timer = (scheduled, now + pause)
+    }
+
+    private func timerFired() {
+        timer = nil
+        guard timerRunning else { return }
+        tick()
+        armTimer()
+    }
+
+    private func tick() {
         // Bytes that arrived while the actor was busy prove their links alive, although not handled yet: handling
         // them here could put a link's later frames before earlier ones (a turn may hold those already).
         for (connection, arrived) in inbox.takeArrivals() {
@@ -557,27 +585,13 @@ public actor Node: Service {
         refresh(after: .tick)
         if let end = banEndsAt, end <= now { enforceBans() }
         let due = redials.due(now: now).filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
-        for address in due {
-            guard redials.attempt(address, now: now) else { continue }
-            // The actor may run other work while the dial is in flight; `dialled` takes the entry as it is then.
-            let connection = await transport.dial(host: address.host, port: address.port)
-            redials.dialled(address, connection: connection, now: now)
+        for address in due where redials.attempt(address, now: now) {
+            // The actor runs other work while the dial is in flight; `dialled` takes the entry as it is then.
+            Task {
+                let connection = await transport.dial(host: address.host, port: address.port)
+                redials.dialled(address, connection: connection, now: now)
+            }
         }
-    }
-
-    /// Sleeps until the core's next deadline (at most `tickIntervalMax`), or until `perform` wakes it earlier. When
-    /// records wait only for the next turn (a long sync window), it yields instead: events that arrived meanwhile
-    /// run first, then the tick ingests the next part, without the millisecond's sleep between parts.
-    private func sleepUntilNextDeadline() async {
-        if core.hasIngestDue(now: now) {
-            await Task.yield()
-            return
-        }
-        let pause = nextPause()
-        let task = Task<Void, Never> { try? await Task.sleep(for: pause) }
-        sleeper = (task, now + pause)
-        await task.value
-        sleeper = nil
     }
 
     private func nextPause() -> Duration {
@@ -697,7 +711,7 @@ public actor Node: Service {
     /// closes in order. So no byte leaves this node — a credit, a receipt, a relayed record — while a record it
     /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk.
     private func perform(_ actions: [NodeAction]) {
-        if let sleeper, let deadline = core.nextDeadline(), deadline < sleeper.until { sleeper.task.cancel() }
+        if let timer, let deadline = core.nextDeadline(), deadline < timer.until { armTimer() }
         for step in TurnPlan.steps(actions) {
             turnObserver?(step)
             switch step {

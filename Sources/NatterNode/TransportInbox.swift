@@ -5,6 +5,10 @@ import Synchronization
 /// up here and the next turn takes them all at once, with a connection's consecutive bytes joined into one input:
 /// a node that fell behind catches up in fewer, larger store transactions (group commit), and a quiet link's single
 /// message still goes through on its own at once.
+///
+/// A turn is queued on the node's own thread (`start`), not through a task: a task's wake-up waits for a thread of
+/// Swift's shared cooperative pool, so a process whose pool is busy (a front end rendering, other nodes, tests)
+/// would hold every received message back, however idle the node (issue 18, "busy is not dead").
 final class TransportInbox: Sendable {
     /// Bytes of one connection joined into one input at most: a few sync windows (8 batches of 256 KiB each), so a
     /// peer that floods the link cannot make one input unboundedly large.
@@ -14,26 +18,55 @@ final class TransportInbox: Sendable {
         var events: [TCPTransport.Event] = []
         /// When bytes last arrived on each open connection since the last `takeArrivals`, handled or not.
         var arrivals: [ConnectionID: ContinuousClock.Instant] = [:]
-        var waiter: CheckedContinuation<[TCPTransport.Event]?, Never>?
+        /// Queues a turn that takes the events on the node's thread (`start`); nil until the node runs.
+        var queueTurn: (@Sendable () -> Void)?
+        /// Whether a turn is queued and has not taken the events yet: one is enough for any number of them.
+        var turnQueued = false
         var finished = false
+        var finishWaiters: [CheckedContinuation<Void, Never>] = []
+
+        /// `queueTurn` when events wait, the node runs and no turn is queued yet (marking one queued).
+        mutating func queueTurnIfNeeded() -> (@Sendable () -> Void)? {
+            guard !events.isEmpty, !turnQueued, !finished, let queueTurn else { return nil }
+            turnQueued = true
+            return queueTurn
+        }
     }
 
     private let state = Mutex(State())
 
     func put(_ event: TCPTransport.Event) {
         let arrived = ContinuousClock.now
-        let waiter = state.withLock { state -> CheckedContinuation<[TCPTransport.Event]?, Never>? in
+        let queueTurn = state.withLock { state -> (@Sendable () -> Void)? in
             state.events.append(event)
             switch event {
             case .received(let connection, _): state.arrivals[connection] = arrived
             case .closed(let connection): state.arrivals[connection] = nil
             default: break
             }
-            guard let waiter = state.waiter else { return nil }
-            state.waiter = nil
-            return waiter
+            return state.queueTurnIfNeeded()
         }
-        waiter?.resume(returning: takeAll())
+        queueTurn?()
+    }
+
+    /// From now on each event queues a turn with `queueTurn` (which must run `take` on the node's thread); events
+    /// that waited for the node to run queue one now.
+    func start(_ queueTurn: @escaping @Sendable () -> Void) {
+        let queue = state.withLock { state -> (@Sendable () -> Void)? in
+            state.queueTurn = queueTurn
+            return state.queueTurnIfNeeded()
+        }
+        queue?()
+    }
+
+    /// Every waiting event, joined: the queued turn's input. Events put from now on queue the next turn.
+    func take() -> [TCPTransport.Event] {
+        Self.join(
+            state.withLock { state in
+                state.turnQueued = false
+                defer { state.events = [] }
+                return state.events
+            })
     }
 
     /// When bytes last arrived on each connection that received any since the last call, including bytes still
@@ -47,37 +80,26 @@ final class TransportInbox: Sendable {
         }
     }
 
+    /// The transport has finished (or the node stops): no more turns are queued, and `untilFinished` returns.
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<[TCPTransport.Event]?, Never>? in
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
+            state.queueTurn = nil
+            defer { state.finishWaiters = [] }
+            return state.finishWaiters
         }
-        waiter?.resume(returning: nil)
+        for waiter in waiters { waiter.resume() }
     }
 
-    /// Every waiting event, joined; nil once the transport has finished and nothing is left. Runs on the caller's
-    /// executor (the node actor's), so `put` resumes the caller there without a hop through the shared pool.
-    nonisolated(nonsending) func next() async -> [TCPTransport.Event]? {
+    /// Returns once `finish` was called.
+    func untilFinished() async {
         await withCheckedContinuation { continuation in
-            let ready: [TCPTransport.Event]?? = state.withLock { state in
-                if !state.events.isEmpty {
-                    defer { state.events = [] }
-                    return .some(state.events)
-                }
-                if state.finished { return .some(nil) }
-                state.waiter = continuation
-                return .none
+            let finished = state.withLock { state -> Bool in
+                if !state.finished { state.finishWaiters.append(continuation) }
+                return state.finished
             }
-            if let ready { continuation.resume(returning: ready.map(Self.join)) }
+            if finished { continuation.resume() }
         }
-    }
-
-    private func takeAll() -> [TCPTransport.Event] {
-        Self.join(state.withLock { state in
-            defer { state.events = [] }
-            return state.events
-        })
     }
 
     /// Joins runs of `.received` on the same connection (the byte stream is the same, in fewer pieces).
