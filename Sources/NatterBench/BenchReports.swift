@@ -153,6 +153,8 @@ extension ThroughputBench.Result {
         return [
             "natter bench --throughput: \(messages) messages of \(size) bytes, two natter run processes "
                 + "(--json) on loopback",
+            "the receiver runs with \(ThroughputBench.receiverQuotaArguments.joined(separator: " ")) (the default "
+                + "ingest quotas would pace the run at 500 messages/s)",
             "arrived                 \(arrived) of \(messages)",
             "per tenth (messages/s)  \(tenths)",
             String(format: "last tenth / first      %.2f", flatness),

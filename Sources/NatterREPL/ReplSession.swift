@@ -160,7 +160,7 @@ public actor ReplSession {
         let ticket = node.submit(intents)
         if pipelined {
             inFlight.append((ticket, line))
-            if inFlight.count >= Self.inFlightMax { await settleInFlight() }
+            if inFlight.count >= Self.inFlightMax { await settleInFlight(keeping: Self.inFlightMax / 2) }
             return
         }
         for (intent, result) in zip(intents, await ticket.results()) { noteWritten(intent, try result.get()) }
@@ -175,13 +175,17 @@ public actor ReplSession {
     }
 
     /// Lines a script may have in flight before the REPL waits for their answers: enough for the node to append
-    /// many per transaction, bounded so a long script cannot queue without limit (`WriteQueue.intentsMax`).
+    /// many per transaction, bounded so a long script cannot queue without limit (`WriteQueue.intentsMax`). At the
+    /// bound the REPL waits for the oldest half only: the node always has the next lines queued while it commits
+    /// and sends a batch, instead of idling while the REPL reads the next lines (waiting for all of them halved a
+    /// script's rate).
     static let inFlightMax = 1_024
 
-    /// Waits for the answers of the lines in flight, reporting each refusal in order.
-    func settleInFlight() async {
-        let waiting = inFlight
-        inFlight = []
+    /// Waits for the answers of the lines in flight but the newest `keeping`, reporting each refusal in order.
+    func settleInFlight(keeping: Int = 0) async {
+        let settled = max(0, inFlight.count - keeping)
+        let waiting = Array(inFlight.prefix(settled))
+        inFlight.removeFirst(settled)
         for (ticket, line) in waiting {
             for result in await ticket.results() {
                 switch result {
