@@ -81,6 +81,9 @@ struct IngestSession {
     /// The feeds of `conversation` that are not junk (cached ones win), read through `feed_live`: what an own
     /// record depends on, at a cost that follows the live feeds however many junk ones the conversation holds.
     mutating func liveFeeds(in conversation: ConversationID) throws -> [AuthorID: FeedState] {
+        // Once this session holds every feed of the conversation (a `finish` applied records there), its own states
+        // are the whole truth, feeds this transaction created included: a batch of own appends reads them once.
+        if fullyLoaded.contains(conversation) { return try feeds(in: conversation).filter { !$0.value.isJunk } }
         var result = [AuthorID: FeedState]()
         let live = try feedCache?.feeds(of: conversation).map { $0.values.filter { !$0.isJunk } }
             ?? FeedState.fetchLive(db, conversation: conversation)

@@ -403,9 +403,12 @@ public final class RecordStore: Sendable {
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
             try writer.write { db in
-                try Self.appendOwn(
+                var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
+                let record = try Self.prepareOwn(
                     OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
-                    createdAtMillis: createdAtMillis, identity: identity, feedCache: feedCache, in: db)
+                    createdAtMillis: createdAtMillis, identity: identity, session: &session)
+                try Self.storeOwn(record, session: &session)
+                return (record, session.committed)
             }
         }
         feedCache.committed(feeds: committed.feeds, stored: committed.stored)
@@ -436,52 +439,47 @@ public final class RecordStore: Sendable {
 
     /// Appends several own records in one write transaction — one commit, one fsync — each exactly as
     /// `appendOwn(conversation:…)` would, in order (a later one depends on the earlier ones of its conversation).
-    /// Each goes in a savepoint of its own: one whose payload cannot be made (the rules refuse it) is left out and
-    /// reported, the others are written. Nothing is durable, and nothing may be sent, before this returns; if the
-    /// commit fails, it throws and none is written. Refused whole while the own heads are in doubt (as the single
-    /// append is: `StoreError.ownHeadsUnconfirmed`).
+    /// One whose payload cannot be made (the rules refuse it) is left out and reported, the others are written: a
+    /// refusal comes before anything of that append is written. Nothing is durable, and nothing may be sent, before
+    /// this returns; if the commit fails, it throws and none is written. Refused whole while the own heads are in
+    /// doubt (as the single append is: `StoreError.ownHeadsUnconfirmed`). One ingest session serves the whole
+    /// batch: its feed states follow each append in memory, so the batch reads each conversation's feeds once
+    /// (through the feed cache, which the transaction's own writes never get ahead of: the session's win).
     public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
         -> [Result<NatterModel.Record, any Error>]
     {
         try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (results, committed) = try writer.write { db in
+            var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
             var results = [Result<NatterModel.Record, any Error>]()
-            var committed: CacheEffects = ([], [])
             for append in appends {
-                var record: NatterModel.Record?
+                let record: NatterModel.Record
                 do {
-                    try db.inSavepoint {
-                        // Read past the feed cache: it holds none of this transaction's earlier appends.
-                        let appended = try Self.appendOwn(
-                            append, createdAtMillis: createdAtMillis, identity: identity, feedCache: nil, in: db)
-                        record = appended.record
-                        committed.feeds += appended.committed.feeds
-                        committed.stored += appended.committed.stored
-                        return .commit
-                    }
-                    results.append(.success(record!))
+                    record = try Self.prepareOwn(
+                        append, createdAtMillis: createdAtMillis, identity: identity, session: &session)
                 } catch let error as DatabaseError {
                     throw error  // the transaction itself failed: nothing is written
                 } catch {
                     results.append(.failure(error))
+                    continue
                 }
+                try Self.storeOwn(record, session: &session)  // a failure here fails the whole transaction
+                results.append(.success(record))
             }
-            return (results, committed)
+            return (results, session.committed)
         }
         feedCache.committed(feeds: committed.feeds, stored: committed.stored)
         return results
     }
 
-    /// Appends one own record inside the caller's write transaction; also returns what the feed cache learns once
-    /// the transaction commits. `feedCache`: read through it (nil when an earlier write of this transaction is not
-    /// in it).
-    private static func appendOwn(
-        _ append: OwnAppend, createdAtMillis: Int64, identity: IdentityKeyPair, feedCache: FeedCache?, in db: Database
-    ) throws -> (record: NatterModel.Record, committed: CacheEffects) {
+    /// The next own record of `append`'s conversation, signed, from the session's feed states; writes nothing, so a
+    /// refusal (a frozen feed, too many authors, a payload the rules refuse) leaves the transaction as it was.
+    private static func prepareOwn(
+        _ append: OwnAppend, createdAtMillis: Int64, identity: IdentityKeyPair, session: inout IngestSession
+    ) throws -> NatterModel.Record {
         let author = AuthorID(identity.publicKey)
         let conversation = append.conversation
-        var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
         let feeds = try session.liveFeeds(in: conversation)
         let own: FeedState? = try session.feed(of: author, in: conversation)
         if let own, own.forkSequence != nil || own.stalledReason != nil || own.applied != own.stored {
@@ -502,16 +500,18 @@ public final class RecordStore: Sendable {
             kind: append.kind, conversation: conversation, author: author, sequence: sequence,
             previous: own?.storedHead ?? .none, epoch: append.epoch, lamport: lamport + 1,
             createdAtMillis: createdAtMillis, dependencies: VectorClock(dependencies))
-        let record: NatterModel.Record
         do {
-            record = try NatterModel.Record.sign(header: header, payload: try append.makePayload(header), by: identity)
+            return try NatterModel.Record.sign(header: header, payload: try append.makePayload(header), by: identity)
         } catch let error as RecordFormatError {
             throw StoreError.invalidOwnRecord(error)
         }
+    }
+
+    /// Stores and applies a record `prepareOwn` made, inside the session's transaction.
+    private static func storeOwn(_ record: NatterModel.Record, session: inout IngestSession) throws {
         let outcome = try session.store(record)
         _ = try session.finish()
         precondition(outcome == .stored(record.id), "own record must extend own feed: \(outcome)")
-        return (record, session.committed)
     }
 
     // MARK: - Reads
