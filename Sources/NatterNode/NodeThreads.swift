@@ -16,12 +16,12 @@ final class NodeThreads: Sendable {
 
     static let shared = NodeThreads()
 
-    private struct Thread {
+    private struct Slot {
         let group: MultiThreadedEventLoopGroup
         var nodes: Int
     }
 
-    private let threads = Mutex<[Thread]>([])
+    private let threads = Mutex<[Slot]>([])
 
     /// A node's hold on a thread: given back once, when the node shuts down or, if it never ran, is released.
     final class Lease: Sendable {
@@ -51,7 +51,7 @@ final class NodeThreads: Sendable {
                 return threads[index].group.next()
             }
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-            threads.append(Thread(group: group, nodes: 1))
+            threads.append(Slot(group: group, nodes: 1))
             return group.next()
         }
         return Lease(loop: loop, threads: self)
