@@ -50,14 +50,15 @@ struct BusyNotDeadTests {
         let hold = NatterSync.Limits.syncSilenceTimeout + .seconds(2)
         let threads = ProcessInfo.processInfo.activeProcessorCount
         let started = ContinuousClock.now
-        await withTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             for bystander in bystanders {
                 let node = bystander.node
-                group.addTask { try? await node.read { _ in blockThisThread(for: hold) } }  // only the hold matters
+                group.addTask { try await node.read { _ in blockThisThread(for: hold) } }
             }
             for _ in 0..<threads {
                 group.addTask { blockThisThread(for: hold) }
             }
+            try await group.waitForAll()  // a bystander that could not be held fails the test
         }
         let held = ContinuousClock.now - started
         print(
