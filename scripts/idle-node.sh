@@ -3,23 +3,33 @@
 # the other, no discovery and no traffic; once they are linked, reads each process's CPU time (utime + stime from
 # /proc/PID/stat) and memory (VmRSS, VmHWM from /proc/PID/status) at the start and the end of the window.
 #
-# Usage: scripts/idle-node.sh [--seconds N] [--binary PATH]      (default: 60 s, .build/release/natter)
+# Usage: scripts/idle-node.sh [--seconds N] [--binary PATH] [--smaps DIR] [--cold]
+#        (default: 60 s, .build/release/natter)
+# --smaps DIR keeps each process's /proc/PID/smaps at the end of the window (DIR/listener.smaps, DIR/dialler.smaps)
+# for scripts/smaps-summary.py. --cold first drops the binary's pages from the page cache (when no process maps it):
+# the kernel maps up to 64 KiB of cached pages around each page a process touches, so what is cached before the
+# start moves RSS by about 1 MiB; --cold measures every run from the same state (the first start after a boot).
 # It removes what it created (processes by PID, its temp directory) on exit, even on failure, and is bounded in
 # time: the window plus at most 20 s of set-up.
 set -euo pipefail
 
 seconds=60
 binary=""
+smaps_dir=""
+cold=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
         --binary) binary="$2"; shift 2 ;;
+        --smaps) smaps_dir="$2"; shift 2 ;;
+        --cold) cold=true; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/.."
 [ -n "$binary" ] || binary="$(pwd)/.build/release/natter"
 [ -x "$binary" ] || { echo "idle-node: build first (swift build -c release); no $binary"; exit 2; }
+if $cold; then dd if="$binary" iflag=nocache count=0 status=none; fi
 
 work="$(mktemp -d /tmp/natter-idle-XXXXXX)"
 pids=()
@@ -43,7 +53,7 @@ port_of() { # log file → the port it printed
     local deadline=$((SECONDS + 10))
     while [ $SECONDS -lt $deadline ]; do
         local port
-        port="$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" | head -n 1)"
+        port="$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1)"  # the log may not exist yet
         if [ -n "$port" ]; then echo "$port"; return 0; fi
         sleep 0.1
     done
@@ -79,6 +89,7 @@ for pair in "listener:$listener_pid" "dialler:$dialler_pid"; do
     name="${pair%%:*}"; pid="${pair##*:}"
     kill -0 "$pid" 2>/dev/null || { echo "idle-node: $name exited"; cat "$work/$name.log"; exit 1; }
     used=$(( $(cpu_ticks "$pid") - before[$pid] ))
+    if [ -n "$smaps_dir" ]; then mkdir -p "$smaps_dir"; cp "/proc/$pid/smaps" "$smaps_dir/$name.smaps"; fi
     awk -v name="$name" -v used="$used" -v ticks="$ticks" -v ns="$elapsed_ns" -v rss="$(kib "$pid" VmRSS)" \
         -v hwm="$(kib "$pid" VmHWM)" -v threads="$(kib "$pid" Threads)" 'BEGIN {
         cpu = used / ticks; wall = ns / 1e9
