@@ -7,6 +7,23 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+// The release executable's idle memory (docs/performance.md, decision 0013): the Swift runtime and Foundation linked
+// statically (only the code natter uses is mapped, no per-library relocations), by lld with packed relative
+// relocations (DT_RELR, glibc ≥ 2.36: a 20 KiB table read at start instead of 2.4 MiB). A linked idle node: 38.8 MiB
+// RSS linked dynamically, about 31 so. Debug builds keep the shared runtime. XCTest and Swift Testing exist only as
+// shared libraries, and test bundles link the `natter` target: a release build of the tests needs
+// NATTER_SHARED_RUNTIME=1 (`NATTER_SHARED_RUNTIME=1 swift build -c release --build-tests`).
+let sharedRuntime = Context.environment["NATTER_SHARED_RUNTIME"] != nil
+let staticRelease = BuildSettingCondition.when(platforms: [.linux], configuration: .release)
+let releaseSwiftSettings: [SwiftSetting] = sharedRuntime ? [] : [.unsafeFlags(["-static-stdlib"], staticRelease)]
+let releaseLinkerSettings: [LinkerSetting] =
+    sharedRuntime
+    ? []
+    : [
+        .unsafeFlags(
+            ["-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], staticRelease)
+    ]
+
 let package = Package(
     name: "natter",
     platforms: [.macOS(.v14)],
@@ -132,7 +149,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strictSettings
+            // Compiled with -static-stdlib too: its objects then name the static Foundation's libraries (ICU,
+            // CoreFoundation…) for the linker, as `swift build --static-swift-stdlib` would.
+            swiftSettings: strictSettings + releaseSwiftSettings,
+            linkerSettings: releaseLinkerSettings
         ),
         // libFuzzer targets for every decoder of network bytes, one chosen by NATTER_FUZZ_TARGET (scripts/fuzz.sh);
         // built without -DFUZZING it replays corpora (Tests/Fuzz/TARGET).
