@@ -211,11 +211,13 @@ struct Renderer: Sendable {
         case dim, bold, own, read, system, error, notice, highlight
     }
 
-    var timeZone: TimeZone
+    /// nil: the machine's zone, looked up when a time is rendered — `TimeZone.current` loads ICU's zone data (about
+    /// 1.2 MiB of RSS), which a node whose output shows no time never needs (decision 0013).
+    var timeZone: TimeZone?
     var nowMillis: Int64
     var colours: Bool
 
-    init(timeZone: TimeZone = .current, nowMillis: Int64, colours: Bool) {
+    init(timeZone: TimeZone? = nil, nowMillis: Int64, colours: Bool) {
         self.timeZone = timeZone
         self.nowMillis = nowMillis
         self.colours = colours
@@ -226,7 +228,7 @@ struct Renderer: Sendable {
 
     private var calendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
+        calendar.timeZone = timeZone ?? .current
         return calendar
     }
 

@@ -26,7 +26,8 @@ public actor ReplSession {
         public var colours = false
         /// Ring the terminal bell with notices from other conversations.
         public var bell = true
-        public var timeZone = TimeZone.current
+        /// The zone displayed times are in; nil: the machine's, looked up only when a time is displayed (`Renderer`).
+        public var timeZone: TimeZone?
         /// Desktop notifications through `notify-send` when it is on the PATH (`--notify`).
         public var desktopNotifications = false
         /// The PATH searched for `notify-send` (tests point it at a fake one).
