@@ -50,7 +50,7 @@ struct LinkTable {
         case duplicate
     }
 
-    /// Written only by `store`, which keeps `summaries` in step.
+    /// Written only by `store` and `withEstablished`, which keep `summaries` in step.
     private var links: [LinkID: Link] = [:]
     /// What the table's readers and `nextDeadline` need of each link, kept beside it by `store`: reading these
     /// instead of the links themselves copies no `Established` (its session's tables: retains and releases of
@@ -67,26 +67,38 @@ struct LinkTable {
         /// When the link next has work, handshake timeouts aside (they depend on the caller's timeout).
         let wakeAt: Duration?
 
+        init(phase: Phase, wakeAt: Duration?) {
+            self.phase = phase
+            self.wakeAt = wakeAt
+        }
+
         init(_ link: Link) {
             switch link {
-            case .handshaking(_, let openedAt):
-                phase = .handshaking(openedAt: openedAt)
-                wakeAt = nil
-            case .established(let established):
-                phase = .established(established.peer)
-                let times = [established.session.nextDeadline(), established.closeAt].compactMap { $0 }
-                wakeAt = times.min()
-            case .replaced(let closeAt):
-                phase = .replaced
-                wakeAt = closeAt
+            case .handshaking(_, let openedAt): self.init(phase: .handshaking(openedAt: openedAt), wakeAt: nil)
+            case .established(let established): self.init(established)
+            case .replaced(let closeAt): self.init(phase: .replaced, wakeAt: closeAt)
             }
+        }
+
+        init(_ established: Established) {
+            let wakeAt: Duration? =
+                switch (established.session.nextDeadline(), established.closeAt) {
+                case (let session?, let close?): min(session, close)
+                case (let session, let close): session ?? close
+                }
+            self.init(phase: .established(established.peer), wakeAt: wakeAt)
         }
     }
 
     /// Sets (nil: removes) link `id`, and its summary.
     private mutating func store(_ id: LinkID, _ link: Link?) {
-        links[id] = link
-        summaries[id] = link.map(Summary.init)
+        if let link {
+            summaries[id] = Summary(link)
+            links[id] = link
+        } else {
+            links[id] = nil
+            summaries[id] = nil
+        }
     }
     private var roles: [LinkID: LinkHandshake.Role] = [:]
     /// Application messages sent, by kind (`SyncFrameKind.name(of:)`), since the table was made.
@@ -235,9 +247,15 @@ struct LinkTable {
     /// mutated while the table still held the original would copy every buffer and dictionary it changes (the
     /// session's per-feed tables: copy-on-write), at every message in or out of every link.
     private mutating func withEstablished<T>(_ id: LinkID, _ body: (inout Established) -> T) -> T? {
-        guard case .established(var established) = links[id] else { return nil }
-        store(id, nil)  // the copy above now holds the only reference to each buffer
-        defer { store(id, .established(established)) }
+        // Moved out of the table (its summary, which says it is established, stays): the only reference to each
+        // buffer, and no copy made to get it.
+        guard case .established = summaries[id]?.phase,
+            case .established(var established)? = links.removeValue(forKey: id)
+        else { return nil }
+        defer {
+            summaries[id] = Summary(established)
+            links[id] = .established(established)
+        }
         return body(&established)
     }
 

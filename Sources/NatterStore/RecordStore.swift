@@ -177,14 +177,16 @@ public final class RecordStore: Sendable {
         }
     }
 
-    /// Runs `body` as a read: on disk on a `DatabasePool` reader (a read-only connection of its own); in memory on the
-    /// one connection, without GRDB's read-only guard. That guard toggles `PRAGMA query_only`, which expires every
-    /// prepared statement of the connection, so each cached statement was compiled again at its next use: a third
-    /// of a lab run's time (perf, 2026-11-27). A queue runs one access at a time, so a read there sees no write
-    /// half done either way.
+    /// Runs `body` as a read on the writer's connection, outside any transaction, serialized with every write (so it
+    /// sees no write half done, and its statements see the same data). Not on a `DatabasePool` reader: nearly every
+    /// read comes from the node's actor, which is also the only writer, so a reader's isolation bought nothing and
+    /// cost a pool checkout, a BEGIN and a COMMIT per read, more than the reads themselves (7.5 % of a fan-out
+    /// member's CPU against 6.4 %, perf 2026-11-28). In memory it is the one connection, without GRDB's read-only
+    /// guard either: that guard toggles `PRAGMA query_only`, which expires every prepared statement of the
+    /// connection (a third of a lab run's time, perf 2026-11-27). Callers never nest it in a write.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let memoryQueue { return try memoryQueue.inDatabase(body) }
-        return try writer.read(body)
+        return try writer.writeWithoutTransaction(body)
     }
 
     /// Throws when the writer's durability could not be restored (`durabilityLost`).
