@@ -28,13 +28,36 @@ struct LinkTable {
     }
 
     private enum Link {
-        case handshaking(LinkHandshake, openedAt: Duration)
+        case handshaking(LinkHandshake, HandshakeTimes)
         case established(Established)
         /// Replaced by a newer link to the same peer: silent (what arrives on it is ignored) and left open until the
         /// peer closes it or `closeAt` passes. The peer replaces it too when its side of the new handshake completes;
         /// had this side closed it at once, that close could reach the peer first (two connections keep no order
         /// between them) and the peer would see the person go offline and come back.
         case replaced(closeAt: Duration)
+    }
+
+    /// When a handshake opened and when bytes last arrived on its connection. It is abandoned `timeout` after the
+    /// later of the two, and never later than `deadlineMaxTimeouts` timeouts after it opened: a peer whose messages
+    /// arrive while this node is too busy to handle them at once is not taken for a stalled one, and a peer that
+    /// trickles bytes holds a handshake slot twice the timeout at most.
+    struct HandshakeTimes: Equatable {
+        /// How many handshake timeouts a handshake lasts at most, however recently its peer was heard.
+        static let deadlineMaxTimeouts: Int64 = 2
+
+        let openedAt: Duration
+        private(set) var heardAt: Duration
+
+        init(openedAt: Duration) {
+            self.openedAt = openedAt
+            heardAt = openedAt
+        }
+
+        mutating func heard(at time: Duration) { heardAt = max(heardAt, time) }
+
+        func deadline(timeout: Duration) -> Duration {
+            min(heardAt + timeout, openedAt + timeout * Self.deadlineMaxTimeouts)
+        }
     }
 
     /// What a finished handshake means for the link table (`admit`).
@@ -59,7 +82,7 @@ struct LinkTable {
 
     private struct Summary {
         enum Phase {
-            case handshaking(openedAt: Duration)
+            case handshaking(HandshakeTimes)
             case established(AuthorID)
             case replaced
         }
@@ -74,7 +97,7 @@ struct LinkTable {
 
         init(_ link: Link) {
             switch link {
-            case .handshaking(_, let openedAt): self.init(phase: .handshaking(openedAt: openedAt), wakeAt: nil)
+            case .handshaking(_, let times): self.init(phase: .handshaking(times), wakeAt: nil)
             case .established(let established): self.init(established)
             case .replaced(let closeAt): self.init(phase: .replaced, wakeAt: closeAt)
             }
@@ -167,7 +190,7 @@ struct LinkTable {
         var earliest: Duration?
         for summary in summaries.values {
             var wake = summary.wakeAt
-            if case .handshaking(let openedAt) = summary.phase { wake = openedAt + handshakeTimeout }
+            if case .handshaking(let times) = summary.phase { wake = times.deadline(timeout: handshakeTimeout) }
             if let wake { earliest = min(earliest ?? wake, wake) }
         }
         return earliest
@@ -179,22 +202,33 @@ struct LinkTable {
     mutating func open(_ id: LinkID, _ handshake: LinkHandshake, now: Duration) -> [LinkHandshake.Action] {
         var handshake = handshake
         let actions = handshake.start()  // the responder's start sends nothing: it waits for message 1
-        store(id, .handshaking(handshake, openedAt: now))
+        store(id, .handshaking(handshake, HandshakeTimes(openedAt: now)))
         roles[id] = handshake.role
         return actions
     }
 
     /// When the handshake of `id` started (nil: not in its handshake).
     func handshakeOpenedAt(_ id: LinkID) -> Duration? {
-        if case .handshaking(let openedAt) = summaries[id]?.phase { return openedAt }
+        if case .handshaking(let times) = summaries[id]?.phase { return times.openedAt }
         return nil
+    }
+
+    /// Bytes arrived on link `id` at `time` (perhaps before a busy node could handle them): a handshake's deadline
+    /// moves (`HandshakeTimes`), an established session counts them as the peer alive.
+    mutating func heard(_ id: LinkID, at time: Duration) {
+        if case .handshaking(let handshake, var times) = links[id] {
+            times.heard(at: time)
+            store(id, .handshaking(handshake, times))
+            return
+        }
+        _ = withSession(id) { $0.heard(at: time) }
     }
 
     /// Bytes for a link in its handshake.
     mutating func receiveHandshake(_ id: LinkID, _ bytes: [UInt8]) -> [LinkHandshake.Action] {
-        guard case .handshaking(var handshake, let openedAt) = links[id] else { return [] }
+        guard case .handshaking(var handshake, let times) = links[id] else { return [] }
         let actions = handshake.receive(bytes)
-        store(id, .handshaking(handshake, openedAt: openedAt))
+        store(id, .handshaking(handshake, times))
         return actions
     }
 
@@ -344,8 +378,8 @@ struct LinkTable {
     /// load, when it held a place), or a link being left whose close is due (with the goodbye). Nil: it goes on.
     mutating func endIfDue(_ id: LinkID, now: Duration, handshakeTimeout: Duration) -> [NodeAction]? {
         switch links[id] {
-        case .handshaking(_, let openedAt):
-            guard now >= openedAt + handshakeTimeout else { return [] }
+        case .handshaking(_, let times):
+            guard now >= times.deadline(timeout: handshakeTimeout) else { return [] }
             remove(id)
             let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(handshakeTimeout)")
             return [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]

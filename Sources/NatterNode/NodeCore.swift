@@ -145,10 +145,11 @@ public final class NodeCore {
         }
     }
 
-    /// Bytes from link `id`'s peer arrived at `time` and wait to be handled (the node was busy): the link is alive,
-    /// whatever its session last handled. Only its silence timeout is affected; the bytes count once handled.
+    /// Bytes from link `id`'s peer arrived at `time`, perhaps before the node was free to handle them: the link is
+    /// alive, whatever it last handled. An established session's silence timeout and a handshake's deadline move
+    /// (`LinkTable.HandshakeTimes`: at most twice the timeout from the open); the bytes count once handled.
     public func heard(_ id: LinkID, at time: Duration) {
-        _ = links.withSession(id) { $0.heard(at: time) }
+        links.heard(id, at: time)
     }
 
     /// Ends every link cleanly: the authenticated goodbye on each established link (so the peer tells this close
