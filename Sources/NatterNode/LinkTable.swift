@@ -83,8 +83,10 @@ struct LinkTable {
     private struct Summary {
         enum Phase {
             case handshaking(HandshakeTimes)
-            case established(AuthorID)
-            case replaced
+            /// The peer, and when this side closes the link it is leaving (`Established.closeAt`).
+            case established(AuthorID, closeAt: Duration?)
+            /// When the replaced link is closed.
+            case replaced(closeAt: Duration)
         }
         let phase: Phase
         /// When the link next has work, handshake timeouts aside (they depend on the caller's timeout).
@@ -99,7 +101,7 @@ struct LinkTable {
             switch link {
             case .handshaking(_, let times): self.init(phase: .handshaking(times), wakeAt: nil)
             case .established(let established): self.init(established)
-            case .replaced(let closeAt): self.init(phase: .replaced, wakeAt: closeAt)
+            case .replaced(let closeAt): self.init(phase: .replaced(closeAt: closeAt), wakeAt: closeAt)
             }
         }
 
@@ -109,7 +111,7 @@ struct LinkTable {
                 case (let session?, let close?): min(session, close)
                 case (let session, let close): session ?? close
                 }
-            self.init(phase: .established(established.peer), wakeAt: wakeAt)
+            self.init(phase: .established(established.peer, closeAt: established.closeAt), wakeAt: wakeAt)
         }
     }
 
@@ -135,7 +137,7 @@ struct LinkTable {
     var connectedPeers: [AuthorID: LinkID] {
         var peers = [AuthorID: LinkID]()
         for (id, summary) in summaries {
-            if case .established(let peer) = summary.phase { peers[peer] = id }
+            if case .established(let peer, _) = summary.phase { peers[peer] = id }
         }
         return peers
     }
@@ -144,7 +146,7 @@ struct LinkTable {
     var establishedLinks: [LinkID: AuthorID] {
         var result = [LinkID: AuthorID]()
         for (id, summary) in summaries {
-            if case .established(let peer) = summary.phase { result[id] = peer }
+            if case .established(let peer, _) = summary.phase { result[id] = peer }
         }
         return result
     }
@@ -169,7 +171,7 @@ struct LinkTable {
 
     /// The peer of an established link.
     func peer(of id: LinkID) -> AuthorID? {
-        if case .established(let peer) = summaries[id]?.phase { return peer }
+        if case .established(let peer, _) = summaries[id]?.phase { return peer }
         return nil
     }
 
@@ -377,14 +379,15 @@ struct LinkTable {
     /// `stalledHandshake` misbehaviour — the node scores it only while the transport's handshake slots are under
     /// load, when it held a place), or a link being left whose close is due (with the goodbye). Nil: it goes on.
     mutating func endIfDue(_ id: LinkID, now: Duration, handshakeTimeout: Duration) -> [NodeAction]? {
-        switch links[id] {
-        case .handshaking(_, let times):
+        // From the summary: a switch over the link itself would copy its session, for every link at every tick.
+        switch summaries[id]?.phase {
+        case .handshaking(let times)?:
             guard now >= times.deadline(timeout: handshakeTimeout) else { return [] }
             remove(id)
             let stalled = Misbehaviour(.stalledHandshake, "no handshake within \(handshakeTimeout)")
             return [.event(.linkFailed(id, "handshake timed out")), .event(.misbehaved(id, stalled)), .close(id)]
-        case .established(let established):
-            guard let closeAt = established.closeAt, now >= closeAt else { return nil }
+        case .established(_, let closeAt)?:
+            guard let closeAt, now >= closeAt else { return nil }
             return close(id)
         case .replaced, nil:
             return []
@@ -393,8 +396,8 @@ struct LinkTable {
 
     /// Closes the replaced links whose grace has passed (`Link.replaced`).
     mutating func closeReplaced(now: Duration) -> [NodeAction] {
-        let due = links.compactMap { id, link -> LinkID? in
-            if case .replaced(let closeAt) = link, now >= closeAt { id } else { nil }
+        let due = summaries.compactMap { id, summary -> LinkID? in
+            if case .replaced(let closeAt) = summary.phase, now >= closeAt { id } else { nil }
         }
         for id in due { remove(id) }
         return due.sorted().map { .close($0) }
