@@ -75,7 +75,7 @@ struct LinkTable {
 
     /// Written only by `store` and `withEstablished`, which keep `summaries` in step.
     private var links: [LinkID: Link] = [:]
-    /// What the table's readers and `nextDeadline` need of each link, kept beside it by `store`: reading these
+    /// What the table's readers and `nextDeadline` need of each link, kept beside it (`store`): reading these
     /// instead of the links themselves copies no `Established` (its session's tables: retains and releases of
     /// every buffer, once per link after every turn; 6 % of a fan-out member's CPU).
     private var summaries: [LinkID: Summary] = [:]
@@ -115,6 +115,12 @@ struct LinkTable {
         }
     }
 
+    private var roles: [LinkID: LinkHandshake.Role] = [:]
+    /// Application messages sent, by kind (`SyncFrameKind.name(of:)`), since the table was made.
+    private(set) var messagesSentByKind: [String: Int] = [:]
+    /// Told the kind of each application message sealed (`NodeCore.sentMessageTap`).
+    var sentMessageTap: ((LinkID, String, [UInt8]) -> Void)?
+
     /// Sets (nil: removes) link `id`, and its summary.
     private mutating func store(_ id: LinkID, _ link: Link?) {
         if let link {
@@ -125,11 +131,6 @@ struct LinkTable {
             summaries[id] = nil
         }
     }
-    private var roles: [LinkID: LinkHandshake.Role] = [:]
-    /// Application messages sent, by kind (`SyncFrameKind.name(of:)`), since the table was made.
-    private(set) var messagesSentByKind: [String: Int] = [:]
-    /// Told the kind of each application message sealed (`NodeCore.sentMessageTap`).
-    var sentMessageTap: ((LinkID, String, [UInt8]) -> Void)?
 
     // MARK: - Reading
 
@@ -285,9 +286,10 @@ struct LinkTable {
     private mutating func withEstablished<T>(_ id: LinkID, _ body: (inout Established) -> T) -> T? {
         // Moved out of the table (its summary, which says it is established, stays): the only reference to each
         // buffer, and no copy made to get it.
-        guard case .established = summaries[id]?.phase,
-            case .established(var established)? = links.removeValue(forKey: id)
-        else { return nil }
+        guard case .established = summaries[id]?.phase else { return nil }
+        guard case .established(var established)? = links.removeValue(forKey: id) else {
+            preconditionFailure("link \(id)'s summary says established, the link does not")
+        }
         defer {
             summaries[id] = Summary(established)
             links[id] = .established(established)

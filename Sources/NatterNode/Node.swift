@@ -552,8 +552,8 @@ public actor Node: Service {
 
     /// Arms the timer for the core's next deadline (at most `tickIntervalMax` away), replacing the one armed. When
     /// records wait only for the next turn (a long sync window) it fires at once, after the events already queued
-    /// on the node's thread: they run first, then the tick ingests the next part. The timer fires on the node's own thread and enters the actor
-    /// there, never through a task: a task's wake-up waits for a thread of Swift's shared cooperative pool, and a
+    /// on the node's thread: they run first, then the tick ingests the next part. The timer fires on the node's own
+    /// thread and enters the actor there, never through a task: a task's wake-up waits for a thread of Swift's shared cooperative pool, and a
     /// process whose pool is held for seconds by other work (a front end, other nodes, a test suite) would then send
     /// no heartbeats, and its peers would take a busy node for a dead one (issue 18, `BusyNotDeadTests`).
     private func armTimer() {

@@ -65,7 +65,8 @@ struct LinkDefenceCoreTests {
         net.connect(alice, bob)  // Alice's end is link 1, Bob's link 2
         net.step(2)  // both ends open; Alice's first handshake message waits for Bob
         let bobsEnd = LinkID(2)
-        // Bob is busy: the message arrived at 1 s (the transport saw it), his timer fires at 5.5 s before he handles it.
+        // Bob is busy: the message arrived at 1 s (the transport saw it); his timer fires at 5.5 s, before he
+        // handles it.
         bob.heard(bobsEnd, at: .seconds(1))
         net.now = .milliseconds(5_500)
         net.perform(net.index(bob), bob.handle(.tick, now: net.now))

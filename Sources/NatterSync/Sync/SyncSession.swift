@@ -914,7 +914,7 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// The queue of feeds a lane pushes from. (A switch, not a key path: `fill` runs on every push, and a key path
-    /// chosen at run time is instantiated by the runtime each time, 6 % of a fan-out member's CPU.)
+    /// chosen at run time is instantiated by the runtime each time: about 3 % of a fan-out member's CPU.)
     private func queue(of lane: SyncLane) -> FeedQueue {
         switch lane {
         case .bulk: pushQueue
