@@ -26,7 +26,7 @@ extension Simulation {
         let node = nodes[index]
         var linkUp = carryOut(index, actions)
         if let core = node.core, core.isRefreshPending, configuration.refreshDelay == nil,
-            node.pacing.refreshesNow(after: turn, priorityStored: core.priorityStoredSinceRefresh, now: now)
+            node.pacing.refreshesNow(after: turn, stored: core.storedSinceRefresh, now: now)
         {
             node.pacing.refreshed(at: now)
             linkUp = carryOut(index, core.refreshPending(now: now)) || linkUp

@@ -66,7 +66,7 @@ public actor Node: Service {
     /// Links dialled because of a beacon, and the node tag that beacon carried.
     private var discovered: [ConnectionID: NodeTag] = [:]
     private let clock = ContinuousClock()
-    /// When the conversation tables are refreshed after a turn (bulk turns at most every
+    /// When the conversation tables are refreshed after a turn (what the user is not viewing at most every
     /// `RefreshPacing.bulkInterval`; the tick catches up): the rule the lab's nodes follow too.
     private var pacing = RefreshPacing()
     private let started: ContinuousClock.Instant
@@ -487,16 +487,16 @@ public actor Node: Service {
         for event in events {
             if case .received(_, let bytes) = event { received += bytes.count }
             handle(event)
-            // A neighbour's chat stored: shown now, not after the rest of the turn's events.
-            if core.priorityStoredSinceRefresh { refresh() }
+            // A neighbour's chat in the viewed conversation stored: shown now, not after the rest of the turn's events.
+            if core.storedSinceRefresh.viewedPriority { refresh() }
         }
-        // A bulk turn's refresh waits for the interval (the tick catches it up); anything else refreshes now.
+        // A refresh of what is not shown at once waits for the interval (the tick catches it up).
         refresh(after: .received(bytes: received))
     }
 
     /// Refreshes the conversation tables if `RefreshPacing` says so after `turn`.
     private func refresh(after turn: RefreshPacing.Turn) {
-        if pacing.refreshesNow(after: turn, priorityStored: core.priorityStoredSinceRefresh, now: now) { refresh() }
+        if pacing.refreshesNow(after: turn, stored: core.storedSinceRefresh, now: now) { refresh() }
     }
 
     private func refresh() {
@@ -595,7 +595,8 @@ public actor Node: Service {
     }
 
     private func nextPause() -> Duration {
-        let deadlines = [core.nextDeadline(), banEndsAt].compactMap { $0 }
+        let putOffRefresh = pacing.deadline(pending: core.isRefreshPending)
+        let deadlines = [core.nextDeadline(), banEndsAt, putOffRefresh].compactMap { $0 }
         guard let deadline = deadlines.min() else { return Self.tickIntervalMax }
         return max(.milliseconds(1), min(deadline - now, Self.tickIntervalMax))
     }

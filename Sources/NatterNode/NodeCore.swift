@@ -192,7 +192,7 @@ public final class NodeCore {
         }
         recentOwnRecords.noteStored(stored.filter { $0.author == identity.author })
         var actions = storedLocally(stored, now: now)
-        actions += conversationsMayHaveChanged(now: now)
+        actions += conversationsMayHaveChanged(stored, priority: false, now: now)
         return actions
     }
 
@@ -440,7 +440,6 @@ public final class NodeCore {
         stored += drained.stored.map { StoredRecord($0) }
         // Own records that came back from a peer (a restored identity): the run in memory may no longer end at the head.
         recentOwnRecords.forget(stored.filter { $0.author == identity.author }.map(\.feed))
-        if lane == .priority, !stored.isEmpty { refreshes.priorityStored() }
         out += storedLocally(stored, now: now)
         if !stored.isEmpty { relay.noteStored(now: now) }
         out += carryOut(
@@ -454,7 +453,7 @@ public final class NodeCore {
             trees.regraftLagging(waiting, links: &links, heads: store.storedHeads(of:), now: now), now: now)
         let applied = storeReport.applied + drained.applied
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
-        out += conversationsMayHaveChanged(now: now)
+        out += conversationsMayHaveChanged(stored, priority: lane == .priority, now: now)
         out += tallyRelay(stored, now: now)
         return out
     }
@@ -515,17 +514,20 @@ public final class NodeCore {
 
     // MARK: - Conversation tables
 
-    /// Records were stored: refresh the conversation tables now, or when the refresh delay (or the driver) says.
-    private func conversationsMayHaveChanged(now: Duration) -> [NodeAction] {
-        refreshes.stored(now: now) ? refreshPending(now: now) : []
+    /// Records were stored (by a priority delivery: `priority`): refresh the conversation tables now, or when the
+    /// refresh delay (or the driver) says.
+    private func conversationsMayHaveChanged(_ stored: [StoredRecord], priority: Bool, now: Duration) -> [NodeAction] {
+        let viewed = automatic.viewing.map { viewing in stored.contains { $0.conversation == viewing } } ?? false
+        return refreshes.stored(now: now, viewed: viewed, priority: priority) ? refreshPending(now: now) : []
     }
 
     /// Whether records were stored since the conversation tables were last brought up to date.
     public var isRefreshPending: Bool { refreshes.isPending }
 
-    /// Whether a priority delivery (docs/protocol.md §3.7) stored records since the last refresh: a driver that lets
-    /// bulk turns' refreshes wait refreshes at once for these, so a neighbour's chat is not shown late.
-    public var priorityStoredSinceRefresh: Bool { refreshes.priorityStoredSinceRefresh }
+    /// Whether records of the conversation being viewed were stored since the last refresh, and whether a priority
+    /// delivery (docs/protocol.md §3.7) brought some: a driver shows those at once (`RefreshPacing`), so a
+    /// neighbour's chat is not shown late.
+    public var storedSinceRefresh: RefreshPacing.Stored { refreshes.storedSinceRefresh }
 
     /// Brings the conversation tables up to date now if records were stored since the last refresh, and reports
     /// what changed: the node actor after each turn (`conversationRefreshDelay` nil), and for a reader (the REPL)

@@ -6,9 +6,9 @@ struct RefreshSchedule {
     let delay: Duration?
     /// When the tables are next brought up to date (nil: nothing stored since the last refresh).
     private var due: Duration?
-    /// Whether a priority delivery (docs/protocol.md §3.7) stored records since the last refresh: a driver that lets
-    /// bulk turns' refreshes wait refreshes at once for these, so a neighbour's chat is not shown late.
-    private(set) var priorityStoredSinceRefresh = false
+    /// Whether records of the conversation being viewed were stored since the last refresh, and whether a priority
+    /// delivery (docs/protocol.md §3.7) brought some: a driver shows those at once (`RefreshPacing`).
+    private(set) var storedSinceRefresh = RefreshPacing.Stored.background
 
     init(delay: Duration?) {
         self.delay = delay
@@ -20,14 +20,16 @@ struct RefreshSchedule {
     /// The tick's deadline for the refresh, when the core refreshes on its own (the delay is not nil).
     var deadline: Duration? { delay == nil ? nil : due }
 
-    /// Records were stored at `now`; true when the refresh is to happen at once (a zero delay).
-    mutating func stored(now: Duration) -> Bool {
+    /// Records were stored at `now` (some of the viewed conversation: `viewed`; by a priority delivery:
+    /// `priority`); true when the refresh is to happen at once (a zero delay).
+    mutating func stored(now: Duration, viewed: Bool = false, priority: Bool = false) -> Bool {
         if due == nil { due = now + (delay ?? .zero) }
+        if viewed {
+            storedSinceRefresh = RefreshPacing.Stored(
+                viewed: true, viewedPriority: storedSinceRefresh.viewedPriority || priority)
+        }
         return delay == .zero
     }
-
-    /// Records from a priority delivery were stored.
-    mutating func priorityStored() { priorityStoredSinceRefresh = true }
 
     /// Whether the tick at `now` brings the tables up to date.
     func isDue(now: Duration) -> Bool { deadline.map { now >= $0 } ?? false }
@@ -36,7 +38,7 @@ struct RefreshSchedule {
     mutating func begin() -> Bool {
         guard due != nil else { return false }
         due = nil
-        priorityStoredSinceRefresh = false
+        storedSinceRefresh = .background
         return true
     }
 }

@@ -39,25 +39,45 @@ public enum TurnPlan {
 
 /// When a driver brings its core's conversation tables up to date after a turn (`NodeCore.refreshPending`), as a
 /// pure rule with time as an input. A refresh rewrites a changed conversation's derived rows, so it waits until a
-/// turn's sends are handed to the network; a chat turn then refreshes at once. A bulk turn (sync batches of a node
-/// catching up) refreshes at most every `bulkInterval`, and the next tick catches up, unless a priority delivery (a
-/// neighbour's chat, docs/protocol.md §3.7) stored records since the last refresh: those show at once.
+/// turn's sends are handed to the network. What the user is looking at shows at once: a chat turn that stored
+/// records of the conversation being viewed refreshes then. Everything else — other conversations, a headless node's,
+/// a bulk turn (sync batches of a node catching up) — refreshes at most every `bulkInterval`, and the next tick
+/// catches up: a refresh costs about as much per turn as per line (a transaction, the list row, the change log's
+/// delta), so a burst of lines nobody is viewing is written a few times a second, not once per line. A line that
+/// arrives after a quiet interval still shows at once. A priority delivery (a neighbour's chat, docs/protocol.md
+/// §3.7) of the viewed conversation shows at once even after a bulk turn.
 public struct RefreshPacing: Sendable {
     /// What a driver's turn was.
     public enum Turn: Sendable, Equatable {
         /// Transport events that carried this many received bytes in all.
         case received(bytes: Int)
-        /// A timer: refreshes only what bulk turns put off and is now due.
+        /// A timer: refreshes only what was put off and is now due.
         case tick
         /// The user's own writes (and reads): always refreshed at once, the user sees them next.
         case local
     }
 
+    /// What was stored since the last refresh, as far as its urgency goes (`NodeCore.storedSinceRefresh`).
+    public struct Stored: Sendable, Equatable {
+        /// Records of the conversation the user is viewing (`NodeCore.view`).
+        public var viewed: Bool
+        /// Some of those came by a priority delivery.
+        public var viewedPriority: Bool
+
+        public init(viewed: Bool = false, viewedPriority: Bool = false) {
+            self.viewed = viewed || viewedPriority
+            self.viewedPriority = viewedPriority
+        }
+
+        /// Nothing the user is looking at.
+        public static let background = Stored()
+    }
+
     /// A turn that received more than this many bytes is bulk, not chat: its refresh may wait up to
     /// `bulkInterval`. A chat message is well under it.
     public static let bulkTurnBytes = 64 * 1024
-    /// The least time between refreshes after bulk turns: a long catch-up rewrites the tables a few times a second
-    /// instead of after every turn; they lag it by at most this or until the driver's next tick.
+    /// The least time between refreshes for what is not shown at once: the tables lag it by at most this or until
+    /// the driver's next tick.
     public static let bulkInterval: Duration = .milliseconds(250)
 
     /// When the tables were last refreshed (nil: never).
@@ -65,24 +85,23 @@ public struct RefreshPacing: Sendable {
 
     public init() {}
 
-    /// Whether to refresh now, at the end of `turn`, when a refresh is pending. `priorityStored`: a priority delivery
-    /// stored records since the last refresh (`NodeCore.priorityStoredSinceRefresh`).
-    public func refreshesNow(after turn: Turn, priorityStored: Bool, now: Duration) -> Bool {
+    /// Whether to refresh now, at the end of `turn`, when a refresh is pending.
+    public func refreshesNow(after turn: Turn, stored: Stored, now: Duration) -> Bool {
         switch turn {
         case .local: true
-        case .received(let bytes): bytes <= Self.bulkTurnBytes || isDue(priorityStored: priorityStored, now: now)
-        case .tick: isDue(priorityStored: priorityStored, now: now)
+        case .received(let bytes): (stored.viewed && bytes <= Self.bulkTurnBytes) || isDue(stored: stored, now: now)
+        case .tick: isDue(stored: stored, now: now)
         }
     }
 
-    /// Whether a refresh bulk turns put off is due: the interval passed since the last one, or a priority delivery
-    /// stored records since.
-    public func isDue(priorityStored: Bool, now: Duration) -> Bool {
-        priorityStored || lastRefresh.map { now - $0 >= Self.bulkInterval } ?? true
+    /// Whether a refresh put off is due: the interval passed since the last one, or a priority delivery stored
+    /// records of the viewed conversation since.
+    public func isDue(stored: Stored, now: Duration) -> Bool {
+        stored.viewedPriority || lastRefresh.map { now - $0 >= Self.bulkInterval } ?? true
     }
 
-    /// When a put-off refresh falls due, for a driver that schedules a tick for it (the lab; the node actor ticks at
-    /// least every `Node.tickIntervalMax` anyway). Nil when no refresh is pending.
+    /// When a put-off refresh falls due, for a driver that schedules a tick for it (the lab and the node actor both
+    /// do). Nil when no refresh is pending.
     public func deadline(pending: Bool) -> Duration? {
         guard pending else { return nil }
         return lastRefresh.map { $0 + Self.bulkInterval } ?? .zero

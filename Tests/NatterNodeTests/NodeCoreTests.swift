@@ -42,14 +42,15 @@ final class PipeNetwork {
 
     func add(
         _ name: String, seed: UInt64, network: NetworkKey = .defaultNetwork, pushInterval: Duration = .zero,
-        quotas: QuotaConfiguration = .init(), receipts: Bool = false
+        quotas: QuotaConfiguration = .init(), receipts: Bool = false, refreshDelay: Duration? = .zero
     ) throws -> NodeCore {
         var rng = SeededGenerator(seed: seed)
         let identity = LocalIdentity(
             signing: try IdentityKeyPair(seed: rng.bytes(32)), encryption: try EncryptionKeyPair(secret: rng.bytes(32)))
         let store = try RecordStore.inMemory()
         var configuration = NodeConfiguration()
-        configuration.conversationRefreshDelay = .zero  // these tests read the tables right after a delivery
+        // These tests read the tables right after a delivery (nil: the test refreshes, as a driver does).
+        configuration.conversationRefreshDelay = refreshDelay
         configuration.syncPushInterval = pushInterval  // .zero: run the network without advancing time
         configuration.quotas = quotas
         // These tests count records and frames of the sync itself; the node's own receipts are tested apart.

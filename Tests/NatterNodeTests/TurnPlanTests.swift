@@ -29,25 +29,32 @@ struct TurnPlanTests {
         #expect(letters(TurnPlan.steps([])) == ["d"], "every turn ends with its commits durable")
     }
 
-    @Test("a chat turn refreshes at once; a bulk turn waits 250 ms since the last refresh, or for a priority delivery")
+    @Test(
+        "a chat turn in the viewed conversation refreshes at once; anything else waits 250 ms since the last refresh, or for a priority delivery there"
+    )
     func pacing() {
         var pacing = RefreshPacing()
         let bulk = RefreshPacing.Turn.received(bytes: RefreshPacing.bulkTurnBytes + 1)
-        #expect(pacing.refreshesNow(after: bulk, priorityStored: false, now: .seconds(1)), "never refreshed yet")
-        pacing.refreshed(at: .seconds(1))
         let chat = RefreshPacing.Turn.received(bytes: RefreshPacing.bulkTurnBytes)
-        #expect(pacing.refreshesNow(after: chat, priorityStored: false, now: .seconds(1)))
-        #expect(pacing.refreshesNow(after: .local, priorityStored: false, now: .seconds(1)))
+        let viewed = RefreshPacing.Stored(viewed: true)
+        let priority = RefreshPacing.Stored(viewedPriority: true)
+        #expect(priority.viewed, "a priority delivery of the viewed conversation is of the viewed conversation")
+        #expect(pacing.refreshesNow(after: bulk, stored: .background, now: .seconds(1)), "never refreshed yet")
+        pacing.refreshed(at: .seconds(1))
+        #expect(pacing.refreshesNow(after: chat, stored: viewed, now: .seconds(1)))
+        #expect(pacing.refreshesNow(after: .local, stored: .background, now: .seconds(1)))
         let soon = Duration.seconds(1) + .milliseconds(249)
-        #expect(!pacing.refreshesNow(after: bulk, priorityStored: false, now: soon))
-        #expect(!pacing.refreshesNow(after: .tick, priorityStored: false, now: soon))
-        #expect(pacing.refreshesNow(after: bulk, priorityStored: true, now: soon), "a neighbour's chat shows at once")
-        #expect(pacing.refreshesNow(after: .tick, priorityStored: true, now: soon))
+        #expect(!pacing.refreshesNow(after: chat, stored: .background, now: soon), "what nobody views waits")
+        #expect(!pacing.refreshesNow(after: bulk, stored: viewed, now: soon))
+        #expect(!pacing.refreshesNow(after: .tick, stored: viewed, now: soon))
+        #expect(pacing.refreshesNow(after: bulk, stored: priority, now: soon), "a neighbour's chat shows at once")
+        #expect(pacing.refreshesNow(after: .tick, stored: priority, now: soon))
         let due = Duration.seconds(1) + .milliseconds(250)
         #expect(pacing.deadline(pending: true) == due)
         #expect(pacing.deadline(pending: false) == nil)
-        #expect(pacing.refreshesNow(after: bulk, priorityStored: false, now: due))
-        #expect(pacing.refreshesNow(after: .tick, priorityStored: false, now: due), "the tick catches up")
+        #expect(pacing.refreshesNow(after: bulk, stored: .background, now: due))
+        #expect(pacing.refreshesNow(after: chat, stored: .background, now: due), "a line after a quiet spell shows")
+        #expect(pacing.refreshesNow(after: .tick, stored: .background, now: due), "the tick catches up")
     }
 
     @Test("the redial backoff doubles from its minimum to its cap and starts over")
