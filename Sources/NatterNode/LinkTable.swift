@@ -302,6 +302,13 @@ struct LinkTable {
         withEstablished(id) { $0.channel.receive(bytes) } ?? []
     }
 
+    /// Whether link `id` has timed work at `now` (its summary's `wakeAt`: the session's `nextDeadline`, or the end of
+    /// its grace period, has come). A session's `tick` does nothing before its deadline, so the core's tick visits
+    /// only these: a member with 24 links otherwise ran every session's tick on every node tick.
+    func isDue(_ id: LinkID, now: Duration) -> Bool {
+        summaries[id]?.wakeAt.map { $0 <= now } ?? false
+    }
+
     /// Runs `body` on the session of an established link; nil when the link is not established.
     mutating func withSession<T>(_ id: LinkID, _ body: (inout SyncSession<StoreRecordSource>) -> T) -> T? {
         withEstablished(id) { body(&$0.session) }

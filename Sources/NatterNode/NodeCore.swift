@@ -592,6 +592,7 @@ public final class NodeCore {
                 out += ended
                 continue
             }
+            guard links.isDue(id, now: now) else { continue }
             out += syncActions(id, links.withSession(id) { $0.tick(now: now) } ?? [], now: now)
         }
         out += typing.tick(links: &links, random: &random, now: now, nowMillis: wallClockMillis(now))
