@@ -21,6 +21,20 @@ struct StoreRecordSource: RecordSource {
         }
     }
 
+    func forkEvidence(of conversation: ConversationID) -> [StoredRecord] {
+        // The feed rows (cached) say which feeds forked; only those read their evidence.
+        let forked = ((try? store.feeds(of: conversation)) ?? []).filter { $0.forkSequence != nil }
+        return forked.flatMap { feed in
+            ((try? store.forkEvidence(conversation: conversation, author: feed.author)) ?? []).compactMap { bytes in
+                RecordCodec.claimedPosition(bytes).map {
+                    StoredRecord(
+                        conversation: conversation, author: feed.author, sequence: $0.sequence, bytes: bytes,
+                        isForkEvidence: true)
+                }
+            }
+        }
+    }
+
     func records(conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int) -> [[UInt8]] {
         if let held = recent.records(FeedKey(conversation: conversation, author: author), from: from, limit: limit) {
             return held

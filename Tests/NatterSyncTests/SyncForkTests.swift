@@ -88,4 +88,20 @@ struct SyncForkTests {
         // Reporting it again relays nothing.
         #expect(pair.a.session.localRecordsStored(stored, now: pair.now).isEmpty)
     }
+
+    @Test("a peer that was away when evidence went by gets it when the link starts: same chains, same digest")
+    func offersHeldEvidence() {
+        let (prefix, branchA, branchB) = Self.forked(common: 3, lengthA: 2, lengthB: 1)
+        // A learned of the fork while B was away: it holds B-branch's record as evidence. Their chains are equal, so
+        // their summary digests match and no heads or ranges cross.
+        let a = Fixture.log(prefix + branchA)
+        #expect(a.ingest([branchB[0].bytes]).outcomes == [.forkEvidence])
+        var pair = SyncPair(a: a, b: Fixture.log(prefix + branchA))
+        pair.start()
+        pair.run()
+        #expect(pair.violations.isEmpty)
+        #expect(pair.b.log.evidence[Self.feed] == [branchB[0]], "B holds the fork now")
+        #expect(pair.stats[.a]!.recordIDs.contains(branchB[0].id))
+        #expect(allDistinct(pair.stats[.a]!.recordIDs) && allDistinct(pair.stats[.b]!.recordIDs))
+    }
 }

@@ -92,6 +92,14 @@ public final class InMemoryRecordSource: RecordSource {
         }.sorted { $0.author < $1.author }
     }
 
+    public func forkEvidence(of conversation: ConversationID) -> [StoredRecord] {
+        evidence.filter { $0.key.conversation == conversation }.sorted { $0.key < $1.key }.flatMap { _, records in
+            records.sorted { ($0.header.sequence, $0.id) < ($1.header.sequence, $1.id) }.map {
+                StoredRecord($0, isForkEvidence: true)
+            }
+        }
+    }
+
     public func records(conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int) -> [[UInt8]] {
         precondition(from >= 1 && limit >= 0)
         guard let chain = chains[conversation]?[author], from <= UInt64(chain.count) else { return [] }

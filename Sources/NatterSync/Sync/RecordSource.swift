@@ -49,6 +49,10 @@ public protocol RecordSource {
     /// Up to `limit` records (their canonical bytes) of one feed's contiguous chain, from sequence `from` on, in
     /// sequence order without gaps; fewer when the chain ends.
     func records(conversation: ConversationID, author: AuthorID, from: UInt64, limit: Int) -> [[UInt8]]
+    /// The fork evidence held for the feeds of `conversation` (records kept because they contradict a chain), by
+    /// feed and sequence; empty when none of its feeds forked (the common case, which should cost no more than
+    /// `feedHeads`).
+    func forkEvidence(of conversation: ConversationID) -> [StoredRecord]
 }
 
 /// A record the local node has just stored, from any source (its own, this link, another link): what live push

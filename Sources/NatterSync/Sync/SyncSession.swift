@@ -635,6 +635,7 @@ public struct SyncSession<Source: RecordSource> {
     private mutating func pushWhole(_ conversation: ConversationID) {
         let heads = source.feedHeads(of: conversation)
         guard !heads.isEmpty else { return }
+        offerForkEvidence(conversation)
         knowledge[conversation] = .known
         var queued = false
         for head in heads {
@@ -651,6 +652,7 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     private mutating func compare(_ entry: SummaryEntry) {
+        offerForkEvidence(entry.conversation)
         let heads = source.feedHeads(of: entry.conversation)
         if SyncDigest.of(heads) == entry.digest {
             knowledge[entry.conversation] = .matched
@@ -1005,6 +1007,19 @@ public struct SyncSession<Source: RecordSource> {
         queueEvidence(record.bytes, id: id, record.feed)
         if let ours = ownRecord(record.feed, at: record.sequence) {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
+        }
+    }
+
+    /// Sends the peer the fork evidence held for `conversation`, each piece with our record at its position, once per
+    /// session (`queueEvidence` remembers what crossed). A fork does not change the heads or the summary digest, so a
+    /// node that was away when the evidence was relayed would otherwise hold one branch, and a log digest of its own,
+    /// for good; every summary round offers it again to links that have not had it.
+    private mutating func offerForkEvidence(_ conversation: ConversationID) {
+        for record in source.forkEvidence(of: conversation) {
+            queueEvidence(record.bytes, id: RecordID.of(record.bytes), record.feed)
+            if let ours = ownRecord(record.feed, at: record.sequence) {
+                queueEvidence(ours.bytes, id: ours.id, record.feed)
+            }
         }
     }
 
