@@ -22,7 +22,9 @@ struct StoreRecordSource: RecordSource {
     }
 
     func forkEvidence(of conversation: ConversationID) -> [StoredRecord] {
-        // The feed rows (cached) say which feeds forked; only those read their evidence.
+        // The feed rows (cached) say which feeds forked; only those read their evidence. `try?` as in the methods
+        // above: a store error is the node's own disk failing, reported apart; the session offers nothing this
+        // round and the next summary round offers it again.
         let forked = ((try? store.feeds(of: conversation)) ?? []).filter { $0.forkSequence != nil }
         return forked.flatMap { feed in
             ((try? store.forkEvidence(conversation: conversation, author: feed.author)) ?? []).compactMap { bytes in

@@ -29,9 +29,7 @@ struct TurnPlanTests {
         #expect(letters(TurnPlan.steps([])) == ["d"], "every turn ends with its commits durable")
     }
 
-    @Test(
-        "a chat turn in the viewed conversation refreshes at once; anything else waits 250 ms since the last refresh, or for a priority delivery there"
-    )
+    @Test("a chat turn in the viewed conversation refreshes at once; anything else waits 250 ms, or for its priority")
     func pacing() {
         var pacing = RefreshPacing()
         let bulk = RefreshPacing.Turn.received(bytes: RefreshPacing.bulkTurnBytes + 1)
