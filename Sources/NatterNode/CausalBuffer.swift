@@ -184,27 +184,43 @@ struct CausalBuffer {
 }
 
 extension CausalBuffer {
-    /// Ingests into `store` every held record whose predecessor is stored now; returns what was stored and what
-    /// became applied. A feed the store cannot read now, or a record it cannot store now, waits in the buffer (until
-    /// it expires, and anti-entropy fetches it again): those errors are not the delivering peer's fault.
+    /// What a drain did: the records appended to their feeds, those kept as fork evidence (their feed's chain
+    /// named another record at the sequence before), and every record that became applied meanwhile.
+    struct Drained {
+        var stored = [Record]()
+        var evidence = [Record]()
+        /// A record kept as evidence applies records too: its fork re-applies the conversation up to the fork.
+        var applied = [RecordRef]()
+    }
+
+    /// Ingests into `store` every held record whose predecessor is stored now. A feed the store cannot read now
+    /// waits in the buffer; a record the store cannot store now is dropped from it (anti-entropy fetches it again):
+    /// those errors are not the delivering peer's fault.
     mutating func drain(
         into store: RecordStore, receivedAtMillis: Int64, durability: RecordStore.IngestDurability
-    ) -> (stored: [Record], applied: [RecordRef]) {
-        var stored = [Record]()
-        var applied = [RecordRef]()
+    ) -> Drained {
+        var drained = Drained()
         drain(
             storedHead: { feed in
                 // `try?`: a feed the store cannot read now waits (above).
                 (try? store.feeds(of: feed.conversation))?.first { $0.author == feed.author }.map(\.stored)
             },
             ingest: { record in
-                // `try?`: a record the store cannot store now waits (above).
-                let report = try? store.ingest([record], receivedAtMillis: receivedAtMillis, durability: durability)
-                guard let report, case .stored = report.outcomes[0] else { return false }
-                stored.append(record)
-                applied += report.applied
-                return true
+                // `try?`: a record the store cannot store now is dropped (above).
+                guard let report = try? store.ingest([record], receivedAtMillis: receivedAtMillis, durability: durability)
+                else { return false }
+                drained.applied += report.applied
+                switch report.outcomes[0] {
+                case .stored:
+                    drained.stored.append(record)
+                    return true
+                case .forkEvidence:
+                    drained.evidence.append(record)
+                    return false
+                case .duplicate, .outOfOrder, .rejected:
+                    return false
+                }
             })
-        return (stored, applied)
+        return drained
     }
 }

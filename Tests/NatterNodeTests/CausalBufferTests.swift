@@ -81,6 +81,45 @@ struct CausalBufferTests {
         #expect(buffer.count == 0 && buffer.nextExpiry == nil)
     }
 
+    @Test("a held record that turns out to fork its feed is kept as evidence, and what its fork applies is reported")
+    func drainedForkEvidenceReportsApplied() throws {
+        let chat = floodConversation("drained-fork")
+        let epoch = EpochID(bytes: [UInt8](repeating: 7, count: 32))
+        var clock: Int64 = 1_000
+        func write(_ store: RecordStore, _ identity: IdentityKeyPair, _ text: String) throws -> Record {
+            clock += 1
+            return try store.appendOwn(
+                conversation: chat, kind: .content, epoch: epoch, createdAtMillis: clock, identity: identity
+            ) { _ in Array(text.utf8) }
+        }
+        let alice = try IdentityKeyPair(seed: [UInt8](repeating: 1, count: 32))
+        let bob = try IdentityKeyPair(seed: [UInt8](repeating: 2, count: 32))
+        let aliceStore = try RecordStore.inMemory()
+        let (twinStore, bobStore) = (try RecordStore.inMemory(), try RecordStore.inMemory())
+        let a1 = try write(aliceStore, alice, "common")
+        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: clock)
+        let (a2, a3) = (try write(aliceStore, alice, "left"), try write(aliceStore, alice, "left"))
+        let (_, t3) = (try write(twinStore, alice, "right"), try write(twinStore, alice, "right"))
+        _ = try bobStore.ingest([a1, a2, a3].map(\.bytes), receivedAtMillis: clock)
+        let b1 = try write(bobStore, bob, "after alice's third")
+
+        // The observer holds a1 and b1 (waiting for alice's third), buffers the twin's third (a gap at 2), then
+        // stores a2: draining the buffer finds the twin's third naming another second, a fork at 2. The fork cuts
+        // b1's dependency at 1, so b1 applies in the drain's own transaction.
+        let observer = try RecordStore.inMemory()
+        _ = try observer.ingest([a1.bytes, b1.bytes], receivedAtMillis: clock)
+        var buffer = CausalBuffer(limits: limits())
+        #expect(buffer.hold(t3, from: peer(1), now: .zero) == .held)
+        _ = try observer.ingest([a2.bytes], receivedAtMillis: clock)
+        let drained = buffer.drain(into: observer, receivedAtMillis: clock, durability: .synced)
+        #expect(drained.stored.isEmpty)
+        #expect(drained.evidence.map(\.id) == [t3.id])
+        #expect(drained.applied.map(\.id) == [b1.id], "the record the fork let apply is reported")
+        let feeds = try observer.feeds(of: chat)
+        #expect(feeds.first { $0.author == AuthorID(alice.publicKey) }?.forkSequence == 2)
+        #expect(feeds.first { $0.author == AuthorID(bob.publicKey) }?.applied == 1)
+    }
+
     @Test("a peer filling the buffer with feeds starting at sequence 2 cannot make an honest gap's record drop")
     func fillAttackOnRealNodes() async throws {
         let victim = try await RunningNode(seed: 71)
