@@ -104,4 +104,20 @@ struct SyncForkTests {
         #expect(pair.stats[.a]!.recordIDs.contains(branchB[0].id))
         #expect(allDistinct(pair.stats[.a]!.recordIDs) && allDistinct(pair.stats[.b]!.recordIDs))
     }
+
+    @Test("evidence that only extends the other branch goes with our record at the fork, which the peer lacks")
+    func offersOurRecordAtTheFork() {
+        let (prefix, branchA, branchB) = Self.forked(common: 3, lengthA: 1, lengthB: 2)
+        // A's chain ends at the fork (its 4th record is A-branch's); all it holds of B-branch is the 5th record, kept
+        // as evidence because it names another 4th. B holds B-branch whole: the evidence is a copy to it, and only
+        // A's 4th tells it of the fork.
+        let a = Fixture.log(prefix + branchA)
+        #expect(a.ingest([branchB[1].bytes]).outcomes == [.forkEvidence])
+        var pair = SyncPair(a: a, b: Fixture.log(prefix + branchB))
+        pair.start()
+        pair.run()
+        #expect(pair.violations.isEmpty)
+        #expect(pair.b.log.evidence[Self.feed] == [branchA[0]], "B holds the fork now")
+        #expect(allDistinct(pair.stats[.a]!.recordIDs) && allDistinct(pair.stats[.b]!.recordIDs))
+    }
 }

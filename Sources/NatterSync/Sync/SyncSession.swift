@@ -1005,9 +1005,7 @@ public struct SyncSession<Source: RecordSource> {
         let delivered = [bulk, priority].flatMap(\.pending).contains { $0.records.contains { $0.id == id } }
         guard !delivered else { return }
         queueEvidence(record.bytes, id: id, record.feed)
-        if let ours = ownRecord(record.feed, at: record.sequence) {
-            queueEvidence(ours.bytes, id: ours.id, record.feed)
-        }
+        queueContradicted(by: record, id: id)
     }
 
     /// Sends the peer the fork evidence held for `conversation`, each piece with our record at its position, once per
@@ -1016,15 +1014,24 @@ public struct SyncSession<Source: RecordSource> {
     /// for good; every summary round offers it again to links that have not had it.
     private mutating func offerForkEvidence(_ conversation: ConversationID) {
         for record in source.forkEvidence(of: conversation) {
-            queueEvidence(record.bytes, id: RecordID.of(record.bytes), record.feed)
-            if let ours = ownRecord(record.feed, at: record.sequence) {
-                queueEvidence(ours.bytes, id: ours.id, record.feed)
-            }
+            let id = RecordID.of(record.bytes)
+            queueEvidence(record.bytes, id: id, record.feed)
+            queueContradicted(by: record, id: id)
         }
     }
 
-    /// The peer sent a record that contradicts ours: send ours at its position, and the one before when the two
-    /// name different predecessors, so both sides walk back to the first divergence (bounded per feed).
+    /// Queues our records that held evidence contradicts, as `walkBack` does for evidence the peer sent: ours at its
+    /// position, and ours before it when it names another predecessor. The second is all a peer holding the
+    /// evidence's branch lacks when the evidence only extends the other branch (ours ends at the fork).
+    private mutating func queueContradicted(by record: StoredRecord, id: RecordID) {
+        // `try?`: held evidence was checked when the store kept it; bytes that no longer parse contradict nothing.
+        guard let header = try? RecordCodec.storedHeader(record.bytes) else { return }
+        walkBack(from: DeliveredRecord(feed: record.feed, sequence: record.sequence, previous: header.previous, id: id))
+    }
+
+    /// A record that contradicts ours (the peer sent it, or we hold it as evidence): send ours at its position, and
+    /// the one before when the two name different predecessors, so both sides walk back to the first divergence
+    /// (bounded per feed).
     private mutating func walkBack(from record: DeliveredRecord) {
         if let ours = ownRecord(record.feed, at: record.sequence), ours.id != record.id {
             queueEvidence(ours.bytes, id: ours.id, record.feed)
