@@ -55,6 +55,10 @@ struct Ledger {
     private var bySequence: [Feed: [UInt64: Int]] = [:]
     /// Feeds that forked (two records at one sequence: a twin's and its original's), and from which sequence.
     private(set) var forks: [Feed: UInt64] = [:]
+    /// Each branch record at a fork's sequence and the other branch's record there.
+    private var otherBranch: [Int: Int] = [:]
+    /// Feeds whose fork was forgotten: one branch reached no live node (`dropFork`).
+    private var forgotten: Set<Feed> = []
     /// Per feed, the highest sequence held.
     private var highest: [Feed: UInt64] = [:]
     let nodes: Int
@@ -74,7 +78,10 @@ struct Ledger {
         let header = record.header
         let feed = Feed(conversation: header.conversation, author: header.author)
         var dependencies = [Int]()
-        if header.sequence > 1, let previous = bySequence[feed]?[header.sequence - 1] { dependencies.append(previous) }
+        // The feed predecessor is the record the chain names: on a forked feed, the author's own branch.
+        if header.sequence > 1, let previous = index[header.previous] ?? bySequence[feed]?[header.sequence - 1] {
+            dependencies.append(previous)
+        }
         for dependency in header.dependencies {
             let other = Feed(conversation: header.conversation, author: dependency.author)
             if let position = bySequence[other]?[dependency.sequence] { dependencies.append(position) }
@@ -87,11 +94,18 @@ struct Ledger {
                 appliedAt: appliedAt, appliedCount: 1))
         index[id] = entries.count - 1
         highest[feed] = max(highest[feed] ?? 0, header.sequence)
-        // A twin's record at a sequence the original holds too is the other branch: the first stays indexed.
-        if bySequence[feed]?[header.sequence] == nil {
-            bySequence[feed, default: [:]][header.sequence] = entries.count - 1
-        } else {
+        // Two records at one sequence are a fork's branches. The original's is indexed (it replaces a twin's that came
+        // first): a twin's branch that reached no live node is forgotten at the heal (`dropFork`), and the records that
+        // name the feed there in their dependency clocks then name the original's.
+        if let held = bySequence[feed]?[header.sequence] {
             forks[feed] = min(forks[feed] ?? .max, header.sequence)
+            otherBranch[held] = entries.count - 1
+            otherBranch[entries.count - 1] = held
+            if entries[held].kind == .twin && kind != .twin {
+                bySequence[feed]![header.sequence] = entries.count - 1
+            }
+        } else {
+            bySequence[feed, default: [:]][header.sequence] = entries.count - 1
         }
         return entries.count - 1
     }
@@ -112,6 +126,16 @@ struct Ledger {
     /// Forgets the fork of `feed`: one branch never left the node that wrote it (no fork reached the network).
     mutating func dropFork(_ feed: Feed) {
         forks[feed] = nil
+        forgotten.insert(feed)
+    }
+
+    /// The other branch's record at the position of the record at `position`, when its feed's fork was forgotten: a
+    /// record that names the feed there in its dependency clock names the branch that reached its author, which the
+    /// ledger cannot tell apart by position.
+    func forgottenBranch(of position: Int) -> Int? {
+        let record = entries[position].ref.position
+        guard forgotten.contains(Feed(conversation: record.conversation, author: record.author)) else { return nil }
+        return otherBranch[position]
     }
 
     /// The records at `feed`'s fork sequence: one per branch.

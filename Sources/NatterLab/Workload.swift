@@ -203,8 +203,9 @@ extension Simulation {
         settled()
     }
 
-    /// A fork whose twin branch reached no live node never happened for the network: the twin's record is stranded
-    /// with the twin, and the original's records are due everywhere as usual.
+    /// A fork one of whose branches reached no live node never happened for the network, unless a live node learned
+    /// of it (it holds the evidence): the twin's record is stranded with the twin, or the original's with an original
+    /// that crashed for good, and the other branch's records are due everywhere as usual.
     private func forgetForksThatStayedHome(live: [Int]) {
         for (feed, _) in ledger.forks.sorted(by: { ($0.key.conversation, $0.key.author) < ($1.key.conversation, $1.key.author) }) {
             // `try?` (here and in `forksKnownEverywhere`): a store that cannot be read counts as not knowing the
@@ -213,11 +214,10 @@ extension Simulation {
                 ((try? nodes[index].store.feeds(of: feed.conversation))?.first { $0.author == feed.author })?
                     .forkSequence != nil
             }
-            let twinBranch = ledger.branches(of: feed).filter { twinOf[ledger[$0].author] != nil }
-            let spread = twinBranch.contains { position in
+            let bothSpread = ledger.branches(of: feed).allSatisfy { position in
                 live.contains { (try? nodes[$0].store.record(ledger[position].ref)) != nil }
             }
-            if !known && !spread { ledger.dropFork(feed) }
+            if !known && !bothSpread { ledger.dropFork(feed) }
         }
     }
 

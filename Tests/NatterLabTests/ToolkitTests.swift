@@ -82,6 +82,43 @@ struct ToolkitTests {
         #expect(report.failures == [])
     }
 
+    /// A shrunk seed of the `--forks` sweep: the sweep's network, 20 operations a second, its faults named.
+    static func shrunkFork(
+        seed: UInt64, nodes: Int, duration: Duration, resetRate: Double, duplicateDials: Double, faults: [String]
+    ) throws -> LabReport {
+        var configuration = smallConfiguration(seed: seed, nodes: nodes, duration: duration)
+        configuration.rate = 20
+        configuration.resetRate = resetRate
+        configuration.duplicateDials = duplicateDials
+        configuration.faults = try faults.map { try #require(LabFault(parsing: $0)) }
+        return try Lab.run(configuration)
+    }
+
+    @Test("a fork whose twin branch stayed home is forgotten, and the original's records depend on its own branch")
+    func twinBranchStayedHome() throws {
+        // Seed 191 of the `--forks` sweep, shrunk: the twin's record came first into the ledger at the fork's
+        // sequence, its branch reached no live node, and the checker then took it for the original's next record's
+        // predecessor (12 records "applied before a dependency").
+        let report = try Self.shrunkFork(
+            seed: 191, nodes: 8, duration: .seconds(2), resetRate: 0.2704157518926197,
+            duplicateDials: 0.25877133238184274, faults: ["twin:n1@634ms+569ms"])
+        #expect(report.stranded == 1, "the twin's record")
+        #expect(report.coverage.forks == 0)
+        #expect(report.failures == [])
+    }
+
+    @Test("a fork whose original branch died with its node is forgotten: the twin's branch is the feed")
+    func originalBranchDied() throws {
+        // Seed 581 of the `--forks` sweep, shrunk: n1 forks, its twin's branch spreads, n1 dies for good before its
+        // own branch leaves it. No live node holds a fork, and the checker waited for one (never converged).
+        let report = try Self.shrunkFork(
+            seed: 581, nodes: 3, duration: .seconds(4), resetRate: 0.17866493856782464,
+            duplicateDials: 0.08548793866769995, faults: ["crash:n1@2210ms", "twin:n1@667ms+1036ms"])
+        #expect(report.stranded > 0, "the original's branch")
+        #expect(report.coverage.forks == 0)
+        #expect(report.failures == [])
+    }
+
     @Test("a random-faults seed and its faults named one by one are the same run")
     func explicitReplay() throws {
         var configuration = smallConfiguration(seed: 2, nodes: 6, duration: .seconds(3))
