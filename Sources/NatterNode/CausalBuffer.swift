@@ -191,6 +191,8 @@ extension CausalBuffer {
         var evidence = [Record]()
         /// A record kept as evidence applies records too: its fork re-applies the conversation up to the fork.
         var applied = [RecordRef]()
+        /// Conversations a fork made the store re-apply: records applied before the drain may be cut off now.
+        var rebuilt = [ConversationID]()
     }
 
     /// Ingests into `store` every held record whose predecessor is stored now. A feed the store cannot read now
@@ -210,6 +212,7 @@ extension CausalBuffer {
                 guard let report = try? store.ingest([record], receivedAtMillis: receivedAtMillis, durability: durability)
                 else { return false }
                 drained.applied += report.applied
+                drained.rebuilt += report.rebuilt
                 switch report.outcomes[0] {
                 case .stored:
                     drained.stored.append(record)

@@ -451,11 +451,33 @@ public final class NodeCore {
             sorted.appended.filter { !appliedIDs.contains($0.id) }.map(\.header) + drained.stored.map(\.header)
         out += carryOut(
             trees.regraftLagging(waiting, links: &links, heads: store.storedHeads(of:), now: now), now: now)
-        let applied = storeReport.applied + drained.applied
+        var applied = storeReport.applied + drained.applied
+        // A fork the drain found cuts what the ingest before it may have applied: report what is applied now.
+        if !drained.rebuilt.isEmpty {
+            do {
+                applied = try stillApplied(applied, in: Set(drained.rebuilt))
+            } catch {
+                out.append(.event(.notice("store: cannot read the feeds a fork cut (\(error))")))
+            }
+        }
         if !applied.isEmpty { out.append(.event(.applied(applied))) }
         out += conversationsMayHaveChanged(stored, priority: lane == .priority, now: now)
         out += tallyRelay(stored, now: now)
         return out
+    }
+
+    /// The records of `refs` in `conversations` that their feed's applied prefix still holds (a fork may have cut
+    /// them).
+    private func stillApplied(_ refs: [RecordRef], in conversations: Set<ConversationID>) throws -> [RecordRef] {
+        var applied = [ConversationID: [AuthorID: UInt64]]()
+        for conversation in conversations {
+            applied[conversation] = Dictionary(
+                try store.feeds(of: conversation).map { ($0.author, $0.applied) }, uniquingKeysWith: max)
+        }
+        return refs.filter { ref in
+            guard let feeds = applied[ref.position.conversation] else { return true }
+            return ref.position.sequence <= feeds[ref.position.author] ?? 0
+        }
     }
 
     /// Asks the delivering peer for every feed an invitation's commit depends on (and the commit's own feed), from

@@ -84,9 +84,11 @@ struct ToolkitTests {
 
     /// A shrunk seed of the `--forks` sweep: the sweep's network, 20 operations a second, its faults named.
     static func shrunkFork(
-        seed: UInt64, nodes: Int, duration: Duration, resetRate: Double, duplicateDials: Double, faults: [String]
+        seed: UInt64, nodes: Int, duration: Duration, resetRate: Double, duplicateDials: Double, churn: Bool = false,
+        faults: [String]
     ) throws -> LabReport {
         var configuration = smallConfiguration(seed: seed, nodes: nodes, duration: duration)
+        configuration.churn = churn
         configuration.rate = 20
         configuration.resetRate = resetRate
         configuration.duplicateDials = duplicateDials
@@ -116,6 +118,19 @@ struct ToolkitTests {
             duplicateDials: 0.08548793866769995, faults: ["crash:n1@2210ms", "twin:n1@667ms+1036ms"])
         #expect(report.stranded > 0, "the original's branch")
         #expect(report.coverage.forks == 0)
+        #expect(report.failures == [])
+    }
+
+    @Test("records a fork cuts in the turn that applied them are not reported applied")
+    func forkCutsWithinATurn() throws {
+        // Seed 788 of the sweep with twins, shrunk: in one turn a node applied records of the twin's original, then
+        // its causal buffer gave up evidence of the fork, which cut them; the turn's applied event still named them,
+        // and the spot check found a record "applied beyond its feed's applied prefix".
+        let report = try Self.shrunkFork(
+            seed: 788, nodes: 8, duration: .seconds(4), resetRate: 0.046940717143882,
+            duplicateDials: 0.14804154240800074, churn: true,
+            faults: ["partition@746ms+2339ms:n0.n5.n6.n7", "twin:n5@1833ms+330ms"])
+        #expect(report.coverage.forks == 1)
         #expect(report.failures == [])
     }
 
