@@ -58,8 +58,8 @@ swift test --skip-build --skip "$heavy_suites|$alone_suites"
 NATTER_CRASH_ROUNDS="${NATTER_CRASH_ROUNDS:-60}" swift test --skip-build --filter "$heavy_suites"
 swift test --skip-build --filter "$alone_suites"
 
-# The lab's smoke sweep: 100 seeds with random faults (loss, duplication, partitions, crash-restarts) on a release
-# build, two halves side by side on two cores. Every seed must converge and pass every checker (docs/lab.md).
+# The lab's smoke sweep: 100 seeds with random faults (loss, duplication, partitions, crash-restarts, twins) on a
+# release build, two halves side by side on two cores. Every seed must converge and pass every checker (docs/lab.md).
 swift build -c release --product natter
 sweep_logs=$(mktemp -d)
 .build/release/natter lab sweep --seeds 50 --first-seed 1 >"$sweep_logs/a" 2>&1 &

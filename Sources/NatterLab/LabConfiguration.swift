@@ -133,10 +133,9 @@ public struct LabConfiguration: Sendable, Equatable {
     public var churn = false
     /// Draw the faults above from the seed instead (what `natter lab sweep` runs), churn and a late joiner too.
     public var randomFaults = false
-    /// With `randomFaults`: in one seed out of five a twin (a restored backup of a member) forks its feeds. Off by
-    /// default: fork evidence does not reach a node that was away when it was relayed (anti-entropy compares heads,
-    /// not forks), so forks fail runs for a reason of the protocol's (docs/lab.md, "Forks").
-    public var randomForks = false
+    /// With `randomFaults`: in one seed out of five a twin (a restored backup of a member) forks its feeds
+    /// (docs/lab.md, "Forks"). Off (`--no-forks`), the seed's other faults are the same.
+    public var randomForks = true
     /// Faults named one by one (`--fault`), on top of the ones above: what `natter lab shrink` reduces.
     public var faults: [LabFault] = []
     /// A deliberately broken node, to prove that a checker fires (`LabVariant`); nil: every node is natter as it
@@ -221,7 +220,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if lateJoiners > 0 { words.append("--late \(lateJoiners)") }
         if churn { words.append("--churn") }
         if randomFaults { words.append("--random-faults") }
-        if randomForks { words.append("--forks") }
+        if randomFaults && !randomForks { words.append("--no-forks") }
         if nodeReceipts { words.append("--node-receipts") }
         if let refreshDelay { words.append("--refresh-delay \(formatDuration(refreshDelay))") }
         for fault in faults { words.append("--fault \(fault)") }

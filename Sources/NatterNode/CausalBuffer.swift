@@ -209,7 +209,9 @@ extension CausalBuffer {
             },
             ingest: { record in
                 // `try?`: a record the store cannot store now is dropped (above).
-                guard let report = try? store.ingest([record], receivedAtMillis: receivedAtMillis, durability: durability)
+                guard
+                    let report = try? store.ingest(
+                        [record], receivedAtMillis: receivedAtMillis, durability: durability)
                 else { return false }
                 drained.applied += report.applied
                 drained.rebuilt += report.rebuilt

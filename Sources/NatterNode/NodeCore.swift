@@ -437,7 +437,8 @@ public final class NodeCore {
         let drained = causalBuffer.drain(
             into: store, receivedAtMillis: wallClockMillis(now), durability: configuration.ingestDurability)
         recordsNew += drained.stored.count
-        stored += drained.stored.map { StoredRecord($0) } + drained.evidence.map { StoredRecord($0, isForkEvidence: true) }
+        stored += drained.stored.map { StoredRecord($0) }
+        stored += drained.evidence.map { StoredRecord($0, isForkEvidence: true) }
         // Own records that came back from a peer (a restored identity): the run in memory may no longer end at the head.
         recentOwnRecords.forget(stored.filter { $0.author == identity.author }.map(\.feed))
         out += storedLocally(stored, now: now)

@@ -44,8 +44,10 @@ struct LabOptions: ParsableArguments {
     @Flag(help: "Group churn: the creator removes a random member every few seconds and adds it back.")
     var churn = false
 
-    @Flag(help: "With random faults: a twin (a restored backup of a member) forks its feeds in one seed out of five.")
-    var forks = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: "With random faults: a twin (a restored backup of a member) forks its feeds in one seed out of five.")
+    var forks = true
 
     @Flag(
         help: "The chat setting: each node writes its receipts as the shipped node does; the workload writes none.")
