@@ -94,15 +94,9 @@ struct SyncForkTests {
         let (prefix, branchA, branchB) = Self.forked(common: 3, lengthA: 2, lengthB: 1)
         // A learned of the fork while B was away: it holds B-branch's record as evidence. Their chains are equal, so
         // their summary digests match and no heads or ranges cross.
-        let a = Fixture.log(prefix + branchA)
-        #expect(a.ingest([branchB[0].bytes]).outcomes == [.forkEvidence])
-        var pair = SyncPair(a: a, b: Fixture.log(prefix + branchA))
-        pair.start()
-        pair.run()
-        #expect(pair.violations.isEmpty)
+        let pair = Self.syncHoldingEvidence(chainA: prefix + branchA, evidence: branchB[0], chainB: prefix + branchA)
         #expect(pair.b.log.evidence[Self.feed] == [branchB[0]], "B holds the fork now")
         #expect(pair.stats[.a]!.recordIDs.contains(branchB[0].id))
-        #expect(allDistinct(pair.stats[.a]!.recordIDs) && allDistinct(pair.stats[.b]!.recordIDs))
     }
 
     @Test("evidence that only extends the other branch goes with our record at the fork, which the peer lacks")
@@ -111,13 +105,20 @@ struct SyncForkTests {
         // A's chain ends at the fork (its 4th record is A-branch's); all it holds of B-branch is the 5th record, kept
         // as evidence because it names another 4th. B holds B-branch whole: the evidence is a copy to it, and only
         // A's 4th tells it of the fork.
-        let a = Fixture.log(prefix + branchA)
-        #expect(a.ingest([branchB[1].bytes]).outcomes == [.forkEvidence])
-        var pair = SyncPair(a: a, b: Fixture.log(prefix + branchB))
+        let pair = Self.syncHoldingEvidence(chainA: prefix + branchA, evidence: branchB[1], chainB: prefix + branchB)
+        #expect(pair.b.log.evidence[Self.feed] == [branchA[0]], "B holds the fork now")
+    }
+
+    /// A holds `chainA` and, as fork evidence, `evidence`; B holds `chainB`. Syncs them to the end: no protocol
+    /// violation, and no record crossed twice either way.
+    static func syncHoldingEvidence(chainA: [Record], evidence: Record, chainB: [Record]) -> SyncPair {
+        let a = Fixture.log(chainA)
+        #expect(a.ingest([evidence.bytes]).outcomes == [.forkEvidence])
+        var pair = SyncPair(a: a, b: Fixture.log(chainB))
         pair.start()
         pair.run()
         #expect(pair.violations.isEmpty)
-        #expect(pair.b.log.evidence[Self.feed] == [branchA[0]], "B holds the fork now")
         #expect(allDistinct(pair.stats[.a]!.recordIDs) && allDistinct(pair.stats[.b]!.recordIDs))
+        return pair
     }
 }
