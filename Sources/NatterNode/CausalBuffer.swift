@@ -29,6 +29,10 @@ public struct CausalBufferLimits: Sendable, Equatable {
 /// Records that arrived before their feed's predecessor, held until it is stored (DESIGN §5, causal buffer): pure,
 /// time as an input, its state private.
 ///
+/// A feed position holds at most two different records: when an author forked, both branches may arrive before
+/// their predecessor, and the second is what proves the fork to the store (kept as evidence, relayed). A third adds
+/// nothing the two do not prove.
+///
 /// Every record is charged to the peer whose link delivered it. A peer holds at most its share of the bounds; when
 /// the buffer is full, a record from a peer holding less than the heaviest holder takes the place of that holder's
 /// oldest record, so one peer filling the buffer cannot make another's out-of-order records drop (issue 19, item
@@ -38,7 +42,7 @@ struct CausalBuffer {
     /// What became of a record offered to the buffer.
     enum Outcome: Equatable {
         case held
-        /// Held already (the same feed position).
+        /// Held already (the same record), or its position holds two different records already.
         case duplicate
         /// Its peer holds its share, or the buffer is full of records of peers holding no more than it.
         case refused
@@ -58,7 +62,10 @@ struct CausalBuffer {
     }
 
     let limits: CausalBufferLimits
-    private var entries: [FeedKey: [UInt64: Entry]] = [:]
+    /// Different records one feed position holds at most: a record and one other branch of a fork.
+    static let branchesMax = 2
+    /// Per feed and sequence, the records held there in arrival order.
+    private var entries: [FeedKey: [UInt64: [Entry]]] = [:]
     private var holdings: [AuthorID: Holdings] = [:]
     private var nextSerial: UInt64 = 0
     /// Records and bytes held.
@@ -73,7 +80,10 @@ struct CausalBuffer {
     /// Holds `record`, delivered by `peer` at `now`, within the bounds (see the type's comment).
     mutating func hold(_ record: Record, from peer: AuthorID, now: Duration) -> Outcome {
         let feed = FeedKey(conversation: record.header.conversation, author: record.header.author)
-        guard entries[feed]?[record.header.sequence] == nil else { return .duplicate }
+        let there = entries[feed]?[record.header.sequence] ?? []
+        guard there.count < Self.branchesMax, !there.contains(where: { $0.record.id == record.id }) else {
+            return .duplicate
+        }
         let size = record.bytes.count
         let mine = holdings[peer] ?? Holdings()
         guard mine.records < limits.peerRecordsMax, mine.bytes + size <= limits.peerBytesMax else { return .refused }
@@ -88,8 +98,8 @@ struct CausalBuffer {
             evictOldest(of: heaviest.key)
         }
         nextSerial += 1
-        entries[feed, default: [:]][record.header.sequence] = Entry(
-            record: record, peer: peer, arrivedAt: now, serial: nextSerial)
+        entries[feed, default: [:]][record.header.sequence, default: []].append(
+            Entry(record: record, peer: peer, arrivedAt: now, serial: nextSerial))
         holdings[peer, default: Holdings()].records += 1
         holdings[peer, default: Holdings()].bytes += size
         count += 1
@@ -101,26 +111,30 @@ struct CausalBuffer {
     /// Feeds with records held, in order.
     var feeds: [FeedKey] { entries.keys.sorted() }
 
-    /// The held record of `feed` at `next` (the sequence after the store's head), taken out of the buffer; records
-    /// of the feed below `next` are stored already and are dropped.
-    mutating func take(_ feed: FeedKey, next: UInt64) -> Record? {
-        guard let held = entries[feed] else { return nil }
-        for sequence in held.keys where sequence < next { remove(feed, sequence) }
-        guard let entry = entries[feed]?[next] else { return nil }
-        remove(feed, next)
-        return entry.record
+    /// The held records of `feed` up to `next` (the sequence after the store's head), taken out of the buffer in
+    /// sequence and arrival order. Those below `next` were stored meanwhile by another path, or are the other branch
+    /// of a fork there: only the store can tell, so they go to it too (a copy of a stored record costs it a lookup).
+    mutating func take(_ feed: FeedKey, next: UInt64) -> [Record] {
+        guard let held = entries[feed] else { return [] }
+        var taken = [Record]()
+        for sequence in held.keys.sorted() where sequence <= next {
+            taken += held[sequence]!.map(\.record)
+            for entry in held[sequence]! { remove(feed, sequence, entry.serial) }
+        }
+        return taken
     }
 
     /// Hands every record whose predecessor is now stored to `ingest`, repeatedly, until none is left that can go:
     /// `storedHead` says how far a feed is stored (nil: the store cannot say; the feed waits), and `ingest` stores a
-    /// record and says whether it was (nil: not stored; it is not offered again this time).
+    /// record and says whether it was appended to its feed (false: not appended, so it makes no progress).
     mutating func drain(storedHead: (FeedKey) -> UInt64?, ingest: (Record) -> Bool) {
         var progress = true
         while progress && count > 0 {
             progress = false
             for feed in feeds {
-                guard let head = storedHead(feed), let record = take(feed, next: head + 1) else { continue }
-                if ingest(record) { progress = true }
+                guard let head = storedHead(feed) else { continue }
+                // Not short-circuited: after one branch is appended, the other must still reach the store.
+                for record in take(feed, next: head + 1) where ingest(record) { progress = true }
             }
         }
     }
@@ -129,9 +143,11 @@ struct CausalBuffer {
     mutating func expire(now: Duration) -> Int {
         var expired = 0
         for feed in entries.keys.sorted() {
-            for (sequence, entry) in entries[feed]! where now - entry.arrivedAt >= limits.age {
-                remove(feed, sequence)
-                expired += 1
+            for (sequence, held) in entries[feed]! {
+                for entry in held where now - entry.arrivedAt >= limits.age {
+                    remove(feed, sequence, entry.serial)
+                    expired += 1
+                }
             }
         }
         return expired
@@ -139,13 +155,15 @@ struct CausalBuffer {
 
     /// When the oldest record held expires (nil: none held).
     var nextExpiry: Duration? {
-        entries.values.lazy.flatMap(\.values).map(\.arrivedAt).min().map { $0 + limits.age }
+        entries.values.lazy.flatMap(\.values).joined().map(\.arrivedAt).min().map { $0 + limits.age }
     }
 
     /// Forgets every record of `conversation` (it was evicted).
     mutating func drop(conversation: ConversationID) {
         for feed in entries.keys.sorted() where feed.conversation == conversation {
-            for sequence in entries[feed]!.keys.sorted() { remove(feed, sequence) }
+            for (sequence, held) in entries[feed]! {
+                for entry in held { remove(feed, sequence, entry.serial) }
+            }
         }
     }
 
@@ -156,17 +174,22 @@ struct CausalBuffer {
 
     private mutating func evictOldest(of peer: AuthorID) {
         var oldest: (feed: FeedKey, sequence: UInt64, serial: UInt64)?
-        for (feed, held) in entries {
-            for (sequence, entry) in held where entry.peer == peer && entry.serial < (oldest?.serial ?? .max) {
-                oldest = (feed, sequence, entry.serial)
+        for (feed, positions) in entries {
+            for (sequence, held) in positions {
+                for entry in held where entry.peer == peer && entry.serial < (oldest?.serial ?? .max) {
+                    oldest = (feed, sequence, entry.serial)
+                }
             }
         }
         guard let oldest else { preconditionFailure("a holder with nothing held") }
-        remove(oldest.feed, oldest.sequence)
+        remove(oldest.feed, oldest.sequence, oldest.serial)
     }
 
-    private mutating func remove(_ feed: FeedKey, _ sequence: UInt64) {
-        guard let entry = entries[feed]?.removeValue(forKey: sequence) else { return }
+    /// Removes the entry `serial` at `feed`'s `sequence`, and its charges.
+    private mutating func remove(_ feed: FeedKey, _ sequence: UInt64, _ serial: UInt64) {
+        guard let index = entries[feed]?[sequence]?.firstIndex(where: { $0.serial == serial }) else { return }
+        let entry = entries[feed]![sequence]!.remove(at: index)
+        if entries[feed]![sequence]!.isEmpty { entries[feed]![sequence] = nil }
         if entries[feed]!.isEmpty { entries[feed] = nil }
         let size = entry.record.bytes.count
         count -= 1
@@ -180,6 +203,7 @@ struct CausalBuffer {
         assert(count <= limits.recordsMax && bytes <= limits.bytesMax, "the causal buffer within its bounds")
         assert(holdings.values.allSatisfy { $0.records <= limits.peerRecordsMax && $0.bytes <= limits.peerBytesMax })
         assert(holdings.values.reduce(0) { $0 + $1.records } == count, "holdings add up")
+        assert(entries.values.allSatisfy { $0.values.allSatisfy { 1...Self.branchesMax ~= $0.count } })
     }
 }
 

@@ -34,14 +34,16 @@ struct CausalBufferTests {
         return limits
     }
 
-    @Test("held records come out in feed order once their predecessor is stored; older ones are dropped")
+    @Test("held records come out in feed order once their predecessor is stored, with those the store passed")
     func takeInOrder() {
         var buffer = CausalBuffer(limits: limits())
         #expect(buffer.hold(record(author: 0, 3), from: peer(1), now: .zero) == .held)
         #expect(buffer.hold(record(author: 0, 2), from: peer(1), now: .zero) == .held)
         #expect(buffer.hold(record(author: 0, 2), from: peer(2), now: .zero) == .duplicate)
-        #expect(buffer.take(feed(0), next: 1) == nil)
-        #expect(buffer.take(feed(0), next: 3) == record(author: 0, 3), "2 is stored already: dropped")
+        #expect(buffer.take(feed(0), next: 1).isEmpty)
+        #expect(
+            buffer.take(feed(0), next: 3) == [record(author: 0, 2), record(author: 0, 3)],
+            "2 was stored meanwhile, or is a fork's other branch: it goes to the store too")
         #expect(buffer.count == 0 && buffer.bytes == 0 && buffer.feeds.isEmpty)
     }
 
@@ -55,8 +57,7 @@ struct CausalBufferTests {
         // Full: peer 3 holds nothing, so the heaviest (a tie: the smaller identity, peer 1) gives up its oldest.
         #expect(buffer.hold(record(author: 2, 2), from: peer(3), now: .seconds(1)) == .held)
         #expect(buffer.held(by: peer(1)) == 3 && buffer.held(by: peer(3)) == 1)
-        #expect(buffer.take(feed(0), next: 2) == nil, "peer 1's oldest record went")
-        #expect(buffer.take(feed(0), next: 3) == record(author: 0, 3))
+        #expect(buffer.take(feed(0), next: 3) == [record(author: 0, 3)], "peer 1's oldest record went")
     }
 
     @Test("the byte bound weighs holders by bytes")
@@ -118,6 +119,44 @@ struct CausalBufferTests {
         let feeds = try observer.feeds(of: chat)
         #expect(feeds.first { $0.author == AuthorID(alice.publicKey) }?.forkSequence == 2)
         #expect(feeds.first { $0.author == AuthorID(bob.publicKey) }?.applied == 1)
+    }
+
+    @Test("both branches of a fork held at one position reach the store: one appended, the other kept as evidence")
+    func bothBranchesAtOnePosition() throws {
+        let chat = floodConversation("two-branches")
+        let epoch = EpochID(bytes: [UInt8](repeating: 7, count: 32))
+        var clock: Int64 = 1_000
+        func write(_ store: RecordStore, _ text: String) throws -> Record {
+            clock += 1
+            return try store.appendOwn(
+                conversation: chat, kind: .content, epoch: epoch, createdAtMillis: clock, identity: alice
+            ) { _ in Array(text.utf8) }
+        }
+        let alice = try IdentityKeyPair(seed: [UInt8](repeating: 1, count: 32))
+        let (aliceStore, twinStore) = (try RecordStore.inMemory(), try RecordStore.inMemory())
+        let a1 = try write(aliceStore, "common")
+        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: clock)
+        let (left, right) = (try write(aliceStore, "left"), try write(twinStore, "right"))
+        let rightAgain = try write(twinStore, "right, then more")
+
+        // Both second records arrive before the first (a node back from a partition hears both twins at once).
+        var buffer = CausalBuffer(limits: limits())
+        #expect(buffer.hold(left, from: peer(1), now: .zero) == .held)
+        #expect(buffer.hold(right, from: peer(2), now: .zero) == .held, "the other branch at the same position")
+        #expect(buffer.hold(right, from: peer(1), now: .zero) == .duplicate, "the same record again")
+        #expect(buffer.hold(rightAgain, from: peer(2), now: .zero) == .held)
+        #expect(buffer.count == 3 && buffer.held(by: peer(2)) == 2)
+
+        let observer = try RecordStore.inMemory()
+        _ = try observer.ingest([a1.bytes], receivedAtMillis: clock)
+        let drained = buffer.drain(into: observer, receivedAtMillis: clock, durability: .synced)
+        #expect(drained.stored.map(\.id) == [left.id], "the first to arrive is appended")
+        #expect(
+            drained.evidence.map(\.id) == [right.id, rightAgain.id],
+            "the other proves the fork, and the twin's next names it: evidence too")
+        #expect(buffer.count == 0)
+        let feed = try observer.feeds(of: chat).first { $0.author == AuthorID(alice.publicKey) }
+        #expect(feed?.forkSequence == 2 && feed?.stored == 2)
     }
 
     @Test("a peer filling the buffer with feeds starting at sequence 2 cannot make an honest gap's record drop")
