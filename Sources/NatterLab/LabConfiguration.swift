@@ -162,6 +162,11 @@ public struct LabConfiguration: Sendable, Equatable {
     /// faster (a refresh rewrites the group's derived rows, O(history), and nothing the lab checks reads them), and
     /// receipts (reviewed at each refresh) come later. The lab used 1 s before it ran the shipped policy.
     public var refreshDelay: Duration?
+    /// The simulated nodes' stores check each record's signature once between them (`SignatureMemo`): a record's
+    /// validity depends on its bytes alone, which its id names, so every outcome is the same and only the CPU the run
+    /// spends differs (25 nodes check each record once instead of 25 times). Off (`--separate-signature-checks`):
+    /// each node checks every record it stores, as a real one does, for measuring a node's own cost.
+    public var sharedSignatureChecks = true
 
     public init() {}
 
@@ -223,6 +228,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if randomFaults && !randomForks { words.append("--no-forks") }
         if nodeReceipts { words.append("--node-receipts") }
         if let refreshDelay { words.append("--refresh-delay \(formatDuration(refreshDelay))") }
+        if !sharedSignatureChecks { words.append("--separate-signature-checks") }
         for fault in faults { words.append("--fault \(fault)") }
         if let variant { words.append("--variant \(variant.rawValue)") }
         if degreeMax != LabLimits.degreeMax { words.append("--degree-max \(degreeMax)") }

@@ -138,6 +138,7 @@ final class Simulation {
         plan = FaultPlan(configuration)
         rng = SeededGenerator(seed: configuration.seed)
         entropy = LabEntropy.Source(seed: Self.derive(configuration.seed, 0xE17))
+        let signatureMemo = configuration.sharedSignatureChecks ? SignatureMemo() : nil
         let twins = plan.twins
         let count = configuration.nodes + twins.count
         ledger = Ledger(nodes: count)
@@ -148,7 +149,9 @@ final class Simulation {
                 signing: try IdentityKeyPair(seed: keys.bytes(32)),
                 encryption: try EncryptionKeyPair(secret: keys.bytes(32)))
             nodes.append(
-                SimNode(index: index, name: "n\(index)", identity: identity, store: try RecordStore.inMemory()))
+                SimNode(
+                    index: index, name: "n\(index)", identity: identity,
+                    store: try RecordStore.inMemory(signatureMemo: signatureMemo)))
         }
         // A twin runs its original's identity on a copy of its store (copied when the backup is taken).
         for twin in twins {
@@ -157,7 +160,7 @@ final class Simulation {
             nodes.append(
                 SimNode(
                     index: index, name: "n\(twin.node)'", identity: nodes[twin.node].identity,
-                    store: try RecordStore.inMemory()))
+                    store: try RecordStore.inMemory(signatureMemo: signatureMemo)))
         }
         if let window {
             let drawn = window.nodes ?? Array(0..<min(configuration.nodes, LabLimits.sequenceNodesMax))

@@ -10,11 +10,22 @@ enum UncheckedRecord: Sendable {
     case bytes([UInt8])
     case decoded(NatterModel.Record)
 
-    func checked() -> ParallelVerification.Outcome {
+    /// What `Record.decodeVerified` gives for its bytes; a signature `memo` remembers as valid is not checked again.
+    func checked(_ memo: SignatureMemo? = nil) -> ParallelVerification.Outcome {
+        let record: NatterModel.Record
         switch self {
-        case .bytes(let bytes): Result { () throws(RecordFormatError) in try .decodeVerified(bytes) }
-        case .decoded(let record): record.hasValidSignature ? .success(record) : .failure(.badSignature)
+        case .bytes(let bytes):
+            do {
+                record = try .decode(bytes)
+            } catch {
+                return .failure(error)
+            }
+        case .decoded(let decoded): record = decoded
         }
+        if let memo, memo.contains(record.id) { return .success(record) }
+        guard record.hasValidSignature else { return .failure(.badSignature) }
+        memo?.insert(record.id)
+        return .success(record)
     }
 }
 
@@ -37,6 +48,8 @@ final class ParallelVerification: Sendable {
     static let workerPriority: DispatchQoS.QoSClass = .utility
 
     let records: [UncheckedRecord]
+    /// Signatures checked already in this process (the lab's shared checks), or nil.
+    private let memo: SignatureMemo?
     nonisolated(unsafe) private let results: UnsafeMutableBufferPointer<Outcome?>
     /// Signalled once when a chunk's results are written; a reader that waits signals it again, so every later
     /// reader passes at once.
@@ -45,8 +58,9 @@ final class ParallelVerification: Sendable {
     private let claims: Mutex<(claimed: [Bool], next: Int)>
 
     /// Starts checking `records` on `workerCount` threads at once (none: each reader checks what it reads).
-    init(_ records: [UncheckedRecord], workerCount: Int) {
+    init(_ records: [UncheckedRecord], workerCount: Int, memo: SignatureMemo? = nil) {
         self.records = records
+        self.memo = memo
         results = .allocate(capacity: records.count)
         results.initialize(repeating: nil)
         let chunks = (records.count + Self.chunkRecords - 1) / Self.chunkRecords
@@ -81,7 +95,7 @@ final class ParallelVerification: Sendable {
     /// thread that took it, and read only after its semaphore.
     private func check(_ chunk: Int) {
         for index in range(of: chunk) {
-            results[index] = records[index].checked()
+            results[index] = records[index].checked(memo)
         }
         ready[chunk].signal()
     }
@@ -165,10 +179,10 @@ final class VerificationAhead: Sendable {
     private let state = Mutex(State())
 
     /// Starts checking `records` (ids given) on every core; records already remembered are not checked again.
-    func start(_ records: [UncheckedRecord], ids: [RecordID], workerCount: Int) {
+    func start(_ records: [UncheckedRecord], ids: [RecordID], workerCount: Int, memo: SignatureMemo? = nil) {
         let new = state.withLock { state in records.indices.filter { state.entries[ids[$0]] == nil } }
         guard !new.isEmpty else { return }
-        let verification = ParallelVerification(new.map { records[$0] }, workerCount: workerCount)
+        let verification = ParallelVerification(new.map { records[$0] }, workerCount: workerCount, memo: memo)
         state.withLock { state in
             for (index, original) in new.enumerated() where state.entries[ids[original]] == nil {
                 state.entries[ids[original]] = Entry(verification: verification, index: index, serial: state.nextSerial)

@@ -26,6 +26,8 @@ public final class RecordStore: Sendable {
     private let durabilityLost = Mutex(false)
     /// Checks started ahead of ingest (`verifyAhead`).
     private let ahead = VerificationAhead()
+    /// Signatures other stores of this process checked already (the lab's simulated nodes), or nil: each checked here.
+    public let signatureMemo: SignatureMemo?
     /// The in-memory store's queue (nil on disk), which `read` uses without GRDB's read-only guard.
     private let memoryQueue: DatabaseQueue?
     /// Feed rows and Lamport numbers in memory (FeedCache.swift).
@@ -33,9 +35,12 @@ public final class RecordStore: Sendable {
     /// Why own writes wait, if they do (`OwnHeadsDoubt`; persisted in `meta`, mirrored here for `appendOwn`).
     let ownHeads = Mutex<OwnHeadsDoubt?>(nil)
 
-    private init(writer: any DatabaseWriter, lock: DataDirectoryLock?) throws(StoreError) {
+    private init(writer: any DatabaseWriter, lock: DataDirectoryLock?, signatureMemo: SignatureMemo? = nil)
+        throws(StoreError)
+    {
         self.writer = writer
         self.lock = lock
+        self.signatureMemo = signatureMemo
         memoryQueue = writer as? DatabaseQueue
         do {
             try Schema.migrator.migrate(writer)
@@ -86,12 +91,13 @@ public final class RecordStore: Sendable {
 
     /// A store in memory (lab and tests): the same schema and code, no file and no lock. It starts as a copy of
     /// `migratedEmpty` (the migrator then finds nothing to do): running every migration costs each new store about
-    /// 20 ms of CPU, 6 % of an 8-node lab run that creates a few dozen stores.
-    public static func inMemory() throws(StoreError) -> RecordStore {
+    /// 20 ms of CPU, 6 % of an 8-node lab run that creates a few dozen stores. Stores given one `signatureMemo`
+    /// check each record's signature once between them.
+    public static func inMemory(signatureMemo: SignatureMemo? = nil) throws(StoreError) -> RecordStore {
         do {
             let queue = try DatabaseQueue()
             try migratedEmpty.get().backup(to: queue)
-            return try RecordStore(writer: queue, lock: nil)
+            return try RecordStore(writer: queue, lock: nil, signatureMemo: signatureMemo)
         } catch let error as StoreError {
             throw error
         } catch {
@@ -110,7 +116,7 @@ public final class RecordStore: Sendable {
     /// make a node's twin). Only for stores in memory.
     public func copy() throws(StoreError) -> RecordStore {
         precondition(memoryQueue != nil, "only an in-memory store is copied")
-        let copy = try RecordStore.inMemory()
+        let copy = try RecordStore.inMemory(signatureMemo: signatureMemo)
         do {
             try writer.backup(to: copy.writer)
         } catch {
@@ -246,14 +252,18 @@ public final class RecordStore: Sendable {
     /// it.
     public func verifyAhead(_ records: [NatterModel.Record]) {
         guard !records.isEmpty else { return }
-        ahead.start(records.map { .decoded($0) }, ids: records.map(\.id), workerCount: Self.verificationWorkers)
+        ahead.start(
+            records.map { .decoded($0) }, ids: records.map(\.id), workerCount: Self.verificationWorkers,
+            memo: signatureMemo)
     }
 
     /// The same for records as bytes (decoded as well as checked ahead). The node checks ahead only what its sessions
     /// decoded; this is for tests that mix undecodable bytes into what is checked ahead.
     func verifyAhead(_ batch: [[UInt8]]) {
         guard !batch.isEmpty else { return }
-        ahead.start(batch.map { .bytes($0) }, ids: batch.map { RecordID.of($0) }, workerCount: Self.verificationWorkers)
+        ahead.start(
+            batch.map { .bytes($0) }, ids: batch.map { RecordID.of($0) }, workerCount: Self.verificationWorkers,
+            memo: signatureMemo)
     }
 
     /// Records `verifyAhead` is checking, or has checked, that no ingest has taken yet, and how many it started
@@ -307,7 +317,8 @@ public final class RecordStore: Sendable {
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(
                     fresh.map { batch[$0] }, ids: fresh.map { ids[$0] }, ahead: ahead,
-                    parallelFrom: Self.parallelVerifyThreshold, workerCount: Self.verificationWorkers)
+                    parallelFrom: Self.parallelVerifyThreshold, workerCount: Self.verificationWorkers,
+                    memo: signatureMemo)
                 let ingested = try Self.store(verified, in: &session)
                 committed = session.committed
                 return ingested
@@ -326,6 +337,7 @@ public final class RecordStore: Sendable {
     /// started now on every core for the rest (when there are at least `parallelFrom` of them), or this thread.
     private struct Verified {
         let records: [UncheckedRecord]
+        private let memo: SignatureMemo?
         private let started: [(ParallelVerification, Int)?]
         private let parallel: ParallelVerification?
         /// Index in `parallel` of each record not started ahead.
@@ -333,15 +345,16 @@ public final class RecordStore: Sendable {
 
         init(
             _ records: [UncheckedRecord], ids: [RecordID], ahead: VerificationAhead, parallelFrom: Int = .max,
-            workerCount: Int = 1
+            workerCount: Int = 1, memo: SignatureMemo? = nil
         ) {
             self.records = records
+            self.memo = memo
             let started = ids.map { ahead.take($0) }
             self.started = started
             let rest = records.indices.filter { started[$0] == nil }
             let parallel =
                 rest.count >= parallelFrom
-                ? ParallelVerification(rest.map { records[$0] }, workerCount: workerCount) : nil
+                ? ParallelVerification(rest.map { records[$0] }, workerCount: workerCount, memo: memo) : nil
             self.parallel = parallel
             parallelIndex = parallel == nil ? [:] : Dictionary(uniqueKeysWithValues: rest.enumerated().map { ($1, $0) })
         }
@@ -355,7 +368,7 @@ public final class RecordStore: Sendable {
                 } else if let position = parallelIndex[index] {
                     try body(reader!.outcome(at: position))
                 } else {
-                    try body(records[index].checked())
+                    try body(records[index].checked(memo))
                 }
             }
         }

@@ -23,3 +23,20 @@ struct DeterminismTests {
         #expect(other.logDigest != first.logDigest)
     }
 }
+
+@Suite("Shared signature checks")
+struct SharedSignatureCheckTests {
+    @Test("the nodes checking each signature once between them run the same as each checking every one")
+    func sameRunEitherWay() throws {
+        var configuration = smallConfiguration(seed: 42)
+        configuration.randomFaults = true
+        let shared = try Lab.run(configuration)
+        configuration.sharedSignatureChecks = false
+        let separate = try Lab.run(configuration)
+        #expect(shared.passed && separate.passed)
+        #expect(shared.logDigest == separate.logDigest)
+        #expect(shared.events == separate.events, "every input and action happened the same, in the same order")
+        #expect(separate.text.replacingOccurrences(of: " --separate-signature-checks", with: "") == shared.text)
+        #expect(separate.text.contains("--separate-signature-checks"), "the replay command names the option")
+    }
+}

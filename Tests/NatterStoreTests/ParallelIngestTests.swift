@@ -36,6 +36,43 @@ struct ParallelIngestTests {
         return batch
     }
 
+    @Test("stores sharing a signature memo decide what a store without one does; the memo holds valid ids only",
+        arguments: 0..<4)
+    func sharedMemoChangesNoOutcome(seed: UInt64) throws {
+        let batch = try Self.mixedBatch(seed: seed)
+        let memo = SignatureMemo()
+        let plain = try RecordStore.inMemory().ingest(batch, receivedAtMillis: 1).outcomes
+        let first = try RecordStore.inMemory(signatureMemo: memo).ingest(batch, receivedAtMillis: 1).outcomes
+        let valid = Set(
+            first.compactMap { outcome -> RecordID? in
+                switch outcome {
+                case .stored(let id), .duplicate(let id), .forkEvidence(let id, _), .outOfOrder(let id, _): id
+                case .rejected: nil
+                }
+            })
+        #expect(first == plain)
+        #expect(first.contains { if case .rejected(.badSignature) = $0 { true } else { false } }, "forgeries tried")
+        #expect(memo.count == valid.count && valid.allSatisfy(memo.contains), "every valid id, and nothing else")
+        // A second store meets every record checked already: the same outcomes, one record at a time too.
+        let second = try RecordStore.inMemory(signatureMemo: memo)
+        #expect(try batch.flatMap { try second.ingest([$0], receivedAtMillis: 1).outcomes } == plain)
+        #expect(memo.count == valid.count)
+    }
+
+    @Test("a store takes the memo's word: an id in it is not checked again")
+    func memoIsConsulted() throws {
+        let record = try Self.mixedBatch(seed: 1).compactMap { try? Record.decode($0) }.first!
+        var forged = record.bytes
+        forged[forged.count - 1] ^= 1  // the signature's last byte: decodes, does not verify
+        let forgedID = RecordID.of(forged)
+        #expect(try RecordStore.inMemory().ingest([forged], receivedAtMillis: 1).outcomes == [.rejected(.badSignature)])
+        let memo = SignatureMemo()
+        memo.insert(forgedID)  // what no check would ever put there
+        #expect(
+            try RecordStore.inMemory(signatureMemo: memo).ingest([forged], receivedAtMillis: 1).outcomes.first
+                != .rejected(.badSignature))
+    }
+
     @Test("one large batch (parallel) and one record at a time (sequential) give the same outcomes and state",
         arguments: 0..<12)
     func parallelEqualsSequential(seed: UInt64) throws {
