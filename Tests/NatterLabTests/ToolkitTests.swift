@@ -29,7 +29,8 @@ struct ToolkitTests {
 
     @Test("early-apply: a node that applies records before their dependencies fails the causal-order checker")
     func earlyApplyFires() throws {
-        var configuration = Self.jittery(seed: 1)
+        // A seed where n1 receives a record ahead of a dependency that took another path (not every seed does).
+        var configuration = Self.jittery(seed: 2)
         #expect(try Lab.run(configuration).failures == [])
         configuration.variant = .earlyApply
         let report = try Lab.run(configuration)
@@ -38,7 +39,8 @@ struct ToolkitTests {
 
     @Test("accept-removed: a node that accepts a removed member's messages fails the conversation-digest checker")
     func acceptRemovedFires() throws {
-        var configuration = smallConfiguration(seed: 3, nodes: 6, duration: .seconds(4))
+        // A seed where the raced message of a removed member reaches n1 after the removal (not every seed's does).
+        var configuration = smallConfiguration(seed: 1, nodes: 6, duration: .seconds(4))
         configuration.churn = true
         let correct = try Lab.run(configuration)
         #expect(correct.failures == [])

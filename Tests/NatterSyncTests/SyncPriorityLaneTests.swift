@@ -171,6 +171,59 @@ struct SyncPriorityLaneTests {
         #expect(pair.stats[.a]!.count(.priorityRecords) == 1 && pair.stats[.a]!.count(.records) == 1)
     }
 
+    /// A pair whose A holds live pushes 40 ms, its initial exchange over, Alice its priority author.
+    static func holdingPair() -> SyncPair {
+        var pair = SyncPair(a: InMemoryRecordSource(), b: InMemoryRecordSource())
+        pair.a.session = SyncSession(source: pair.a.log, pushInterval: .milliseconds(40))
+        pair.start()
+        // The initial exchange spends 200 ms in flight, so the peer's DONE leaves the 40 ms interval standing.
+        pair.tick(at: pair.now + .milliseconds(200))
+        pair.run()
+        pair.a.priorityAuthors = [Fixture.author(alice)]
+        return pair
+    }
+
+    @Test("a RECORDS that goes while the peer takes bulk batches as they come carries the waiting priority records")
+    func priorityRecordsRideAQuietBulkBatch() {
+        var pair = Self.holdingPair()
+        let start = pair.now
+        let bobs = Fixture.feed(Self.bob, in: Self.chat, count: 1)
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 1)
+        pair.author(bobs, on: .a)
+        pair.tick(at: start + .milliseconds(20))
+        pair.author(alices, on: .a)
+        pair.tick(at: start + .milliseconds(40))
+        // Bob's push is due; Alice's would wait 20 ms more for a PRIORITY RECORDS of its own.
+        #expect(Self.inbox(pair) == [.records(bobs + alices)])
+        pair.tick(at: start + .milliseconds(60))
+        #expect(Self.inbox(pair).count == 1, "nothing left for the priority lane")
+        pair.run()
+        #expect(LogContents(pair.b.log).chain.count == 2)
+        #expect(pair.violations == [])
+    }
+
+    @Test("while the peer holds bulk batches, a RECORDS that goes leaves the priority records to their own lane")
+    func noRidingPastHeldBulk() {
+        var pair = Self.holdingPair()
+        let bobs = Fixture.feed(Self.bob, in: Self.chat, count: Limits.syncCreditReturnBatches + 1)
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 1)
+        // B reads nothing: each of Bob's first records goes in a RECORDS of its own and stays outstanding.
+        for record in bobs.dropLast() {
+            pair.author([record], on: .a)
+            pair.tick(at: pair.now + .milliseconds(40))
+        }
+        #expect(Self.inbox(pair).count == Limits.syncCreditReturnBatches)
+        let start = pair.now
+        pair.author([bobs.last!], on: .a)
+        pair.tick(at: start + .milliseconds(20))
+        pair.author(alices, on: .a)
+        pair.tick(at: start + .milliseconds(40))
+        #expect(Self.inbox(pair).last == .records([bobs.last!]), "Bob's record goes alone")
+        pair.tick(at: start + .milliseconds(60))
+        #expect(Self.inbox(pair).last == .priorityRecords(alices))
+        #expect(pair.violations == [])
+    }
+
     @Test("each lane's deliveries are reported `ingested` in their own order")
     func lanesReportedApart() {
         var session = SyncSession(source: InMemoryRecordSource())

@@ -422,6 +422,12 @@ public struct SyncSession<Source: RecordSource> {
         return since + pushInterval
     }
 
+    /// Whether the peer is taking this side's bulk batches as they come: fewer outstanding than it returns credit
+    /// for. Then the priority lane's waiting records ride in a RECORDS that goes now, instead of a PRIORITY RECORDS
+    /// of their own a little later (docs/protocol.md §3.7): they would wait behind nothing. A flood keeps the bulk
+    /// window full, so nothing rides then.
+    private var bulkQuiet: Bool { SyncLane.bulk.windowBatches - bulk.sendCredit < SyncLane.bulk.creditReturnBatches }
+
     /// When the push interval lets the next RECORDS go, if it is holding them now.
     private var pushHeldUntil: Duration? {
         var until = recordsHeldUntil
@@ -821,7 +827,8 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// Sends batches while credit lasts: the priority lane first, then on the bulk lane evidence, then the queued
-    /// feeds from what the peer holds on, a chunk of `readChunkRecords` from each feed in turn.
+    /// feeds from what the peer holds on, a chunk of `readChunkRecords` from each feed in turn, and while the bulk lane
+    /// is quiet the priority records still waiting (`bulkQuiet`).
     private mutating func pump() {
         guard isWritable else { return }
         while priority.sendCredit > 0, !priorityQueue.isEmpty, priorityHeldUntil == nil {
@@ -845,6 +852,7 @@ public struct SyncSession<Source: RecordSource> {
             fill(&batch, bytes: &bytes, lane: .bulk)
             if closedForResending() { return }
             guard !batch.isEmpty else { break }
+            if bulkQuiet { fill(&batch, bytes: &bytes, lane: .priority, caps: .bulk) }
             sendBatch(batch, lane: .bulk)
             let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
             recordsHeldUntil = full ? nil : now + pushInterval
@@ -872,24 +880,26 @@ public struct SyncSession<Source: RecordSource> {
     }
 
     /// Adds records to `batch` from the lane's queued feeds, each from what the peer holds on, a chunk of at most
-    /// `readChunkRecords` from each feed in turn, until the lane's caps. On the priority lane each record takes a
-    /// token of its author's bucket; an author out of tokens has its feed moved to the bulk lane.
-    private mutating func fill(_ batch: inout [[UInt8]], bytes: inout Int, lane: SyncLane) {
-        while batch.count < lane.batchRecordsMax, let feed = queue(of: lane).front {
+    /// `readChunkRecords` from each feed in turn, until the caps of `caps` (the batch's lane; `lane` when nil). On the
+    /// priority lane each record takes a token of its author's bucket; an author out of tokens has its feed moved to
+    /// the bulk lane. Priority records riding in a bulk batch take no token.
+    private mutating func fill(_ batch: inout [[UInt8]], bytes: inout Int, lane: SyncLane, caps: SyncLane? = nil) {
+        let caps = caps ?? lane
+        while batch.count < caps.batchRecordsMax, let feed = queue(of: lane).front {
             if diverged.contains(feed) {
                 withQueue(of: lane) { $0.popFront() }
                 continue
             }
             let held = peerHeld[feed] ?? 0
             // Read in small chunks: a batch may fill by bytes after a few large records.
-            let wanted = min(lane.batchRecordsMax - batch.count, Self.readChunkRecords)
+            let wanted = min(caps.batchRecordsMax - batch.count, Self.readChunkRecords)
             let records = source.records(
                 conversation: feed.conversation, author: feed.author, from: held + 1, limit: wanted)
             var taken = 0
             var demoted = false
             for record in records {
-                guard bytes + record.count <= lane.batchBytesMax else { break }
-                if lane == .priority, !takePriorityToken(feed.author) {
+                guard bytes + record.count <= caps.batchBytesMax else { break }
+                if lane == .priority, caps == .priority, !takePriorityToken(feed.author) {
                     demoted = true
                     break
                 }
