@@ -117,9 +117,9 @@ struct CausalBuffer {
     mutating func take(_ feed: FeedKey, next: UInt64) -> [Record] {
         guard let held = entries[feed] else { return [] }
         var taken = [Record]()
-        for sequence in held.keys.sorted() where sequence <= next {
-            taken += held[sequence]!.map(\.record)
-            for entry in held[sequence]! { remove(feed, sequence, entry.serial) }
+        for (sequence, here) in held.sorted(by: { $0.key < $1.key }) where sequence <= next {
+            taken += here.map(\.record)
+            for entry in here { remove(feed, sequence, entry.serial) }
         }
         return taken
     }

@@ -84,35 +84,31 @@ struct CausalBufferTests {
 
     @Test("a held record that turns out to fork its feed is kept as evidence, and what its fork applies is reported")
     func drainedForkEvidenceReportsApplied() throws {
-        let chat = floodConversation("drained-fork")
-        let epoch = EpochID(bytes: [UInt8](repeating: 7, count: 32))
-        var clock: Int64 = 1_000
+        var writer = ChatWriter("drained-fork")
+        let chat = writer.chat
         func write(_ store: RecordStore, _ identity: IdentityKeyPair, _ text: String) throws -> Record {
-            clock += 1
-            return try store.appendOwn(
-                conversation: chat, kind: .content, epoch: epoch, createdAtMillis: clock, identity: identity
-            ) { _ in Array(text.utf8) }
+            try writer.write(store, identity, text)
         }
         let alice = try IdentityKeyPair(seed: [UInt8](repeating: 1, count: 32))
         let bob = try IdentityKeyPair(seed: [UInt8](repeating: 2, count: 32))
         let aliceStore = try RecordStore.inMemory()
         let (twinStore, bobStore) = (try RecordStore.inMemory(), try RecordStore.inMemory())
         let a1 = try write(aliceStore, alice, "common")
-        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: clock)
+        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: writer.clock)
         let (a2, a3) = (try write(aliceStore, alice, "left"), try write(aliceStore, alice, "left"))
         let (_, t3) = (try write(twinStore, alice, "right"), try write(twinStore, alice, "right"))
-        _ = try bobStore.ingest([a1, a2, a3].map(\.bytes), receivedAtMillis: clock)
+        _ = try bobStore.ingest([a1, a2, a3].map(\.bytes), receivedAtMillis: writer.clock)
         let b1 = try write(bobStore, bob, "after alice's third")
 
         // The observer holds a1 and b1 (waiting for alice's third), buffers the twin's third (a gap at 2), then
         // stores a2: draining the buffer finds the twin's third naming another second, a fork at 2. The fork cuts
         // b1's dependency at 1, so b1 applies in the drain's own transaction.
         let observer = try RecordStore.inMemory()
-        _ = try observer.ingest([a1.bytes, b1.bytes], receivedAtMillis: clock)
+        _ = try observer.ingest([a1.bytes, b1.bytes], receivedAtMillis: writer.clock)
         var buffer = CausalBuffer(limits: limits())
         #expect(buffer.hold(t3, from: peer(1), now: .zero) == .held)
-        _ = try observer.ingest([a2.bytes], receivedAtMillis: clock)
-        let drained = buffer.drain(into: observer, receivedAtMillis: clock, durability: .synced)
+        _ = try observer.ingest([a2.bytes], receivedAtMillis: writer.clock)
+        let drained = buffer.drain(into: observer, receivedAtMillis: writer.clock, durability: .synced)
         #expect(drained.stored.isEmpty)
         #expect(drained.evidence.map(\.id) == [t3.id])
         #expect(drained.applied.map(\.id) == [b1.id], "the record the fork let apply is reported")
@@ -123,19 +119,13 @@ struct CausalBufferTests {
 
     @Test("both branches of a fork held at one position reach the store: one appended, the other kept as evidence")
     func bothBranchesAtOnePosition() throws {
-        let chat = floodConversation("two-branches")
-        let epoch = EpochID(bytes: [UInt8](repeating: 7, count: 32))
-        var clock: Int64 = 1_000
-        func write(_ store: RecordStore, _ text: String) throws -> Record {
-            clock += 1
-            return try store.appendOwn(
-                conversation: chat, kind: .content, epoch: epoch, createdAtMillis: clock, identity: alice
-            ) { _ in Array(text.utf8) }
-        }
+        var writer = ChatWriter("two-branches")
+        let chat = writer.chat
         let alice = try IdentityKeyPair(seed: [UInt8](repeating: 1, count: 32))
+        func write(_ store: RecordStore, _ text: String) throws -> Record { try writer.write(store, alice, text) }
         let (aliceStore, twinStore) = (try RecordStore.inMemory(), try RecordStore.inMemory())
         let a1 = try write(aliceStore, "common")
-        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: clock)
+        _ = try twinStore.ingest([a1.bytes], receivedAtMillis: writer.clock)
         let (left, right) = (try write(aliceStore, "left"), try write(twinStore, "right"))
         let rightAgain = try write(twinStore, "right, then more")
 
@@ -148,8 +138,8 @@ struct CausalBufferTests {
         #expect(buffer.count == 3 && buffer.held(by: peer(2)) == 2)
 
         let observer = try RecordStore.inMemory()
-        _ = try observer.ingest([a1.bytes], receivedAtMillis: clock)
-        let drained = buffer.drain(into: observer, receivedAtMillis: clock, durability: .synced)
+        _ = try observer.ingest([a1.bytes], receivedAtMillis: writer.clock)
+        let drained = buffer.drain(into: observer, receivedAtMillis: writer.clock, durability: .synced)
         #expect(drained.stored.map(\.id) == [left.id], "the first to arrive is appended")
         #expect(
             drained.evidence.map(\.id) == [right.id, rightAgain.id],
@@ -196,6 +186,24 @@ struct CausalBufferTests {
             victim.log.all.contains { if case .applied(let refs) = $0 { refs.contains { $0.id == second } } else { false } }
         }
         #expect(applied, "the honest record 2 waited in the buffer and was applied after record 1")
+    }
+}
+
+/// Writes content records into one chat, each a millisecond after the last: an author's branches on the stores of
+/// its twins (the fork tests).
+struct ChatWriter {
+    let chat: ConversationID
+    let epoch = EpochID(bytes: [UInt8](repeating: 7, count: 32))
+    /// The last record's time.
+    private(set) var clock: Int64 = 1_000
+
+    init(_ name: String) { chat = floodConversation(name) }
+
+    mutating func write(_ store: RecordStore, _ identity: IdentityKeyPair, _ text: String) throws -> Record {
+        clock += 1
+        return try store.appendOwn(
+            conversation: chat, kind: .content, epoch: epoch, createdAtMillis: clock, identity: identity
+        ) { _ in Array(text.utf8) }
     }
 }
 
