@@ -115,6 +115,7 @@ struct ReplBehaviourTests {
         await alice.succeeds("/wait known Carol 30")
         await alice.succeeds("/group create Lab Bob Carol")
         await carol.sees("Alice created the group")
+        await bob.sees("Alice created the group")  // Bob opens the group later: it must have reached him too
         await carol.succeeds("/open Lab")
         await alice.succeeds("/kick Carol")
         // The line is the removal applied on Carol's node: everything below is asserted after it.
