@@ -20,6 +20,8 @@ struct WrittenTables: Sendable {
     var shown: Set<RecordID>
     var retracted: Set<RecordID>
     var files: Set<RecordID>
+    /// Ids of messages that may have reaction rows (a superset: the others have none, so their rows need no delete).
+    var reacted: Set<RecordID>
     var documents: SearchIndex.Held
     var lastActivity: Int64
     /// How many epoch keys and which members the tables hold (rewritten only when they change).
@@ -138,9 +140,11 @@ extension Conversations {
             let upsertLine = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO timeline (\(Self.timelineWriteColumns)) VALUES (\(Self.placeholders(13)))")
             for line in lines { try upsertLine.execute(arguments: StatementArguments(line)) }
+            // A line's old rows are deleted only where the memory says it has some: a new line costs its inserts.
             for (id, file) in files {
-                try db.executeCached(sql: "DELETE FROM timeline_file WHERE id = ?", arguments: [Data(id.bytes)])
-                next.files.remove(id)
+                if next.files.remove(id) != nil {
+                    try db.executeCached(sql: "DELETE FROM timeline_file WHERE id = ?", arguments: [Data(id.bytes)])
+                }
                 if let file {
                     try db.executeCached(
                         sql: "INSERT INTO timeline_file (\(Self.fileWriteColumns)) VALUES (\(Self.placeholders(6)))",
@@ -149,7 +153,10 @@ extension Conversations {
                 }
             }
             for (id, rows) in reactions {
-                try db.executeCached(sql: "DELETE FROM reaction WHERE message = ?", arguments: [Data(id.bytes)])
+                if next.reacted.contains(id) {
+                    try db.executeCached(sql: "DELETE FROM reaction WHERE message = ?", arguments: [Data(id.bytes)])
+                }
+                if rows.isEmpty { next.reacted.remove(id) } else { next.reacted.insert(id) }
                 for row in rows {
                     try db.executeCached(
                         sql: "INSERT INTO reaction (message, person, reaction) VALUES (?, ?, ?)",
@@ -518,7 +525,7 @@ extension Conversations {
             files: Set(state.timeline.compactMap { item in
                 if case .message(let message) = item, message.file != nil { message.id } else { nil }
             }),
-            documents: held, lastActivity: lastActivity, keys: snapshot.keys.count, members: state.members,
+            reacted: Set(state.reactions.keys), documents: held, lastActivity: lastActivity, keys: snapshot.keys.count, members: state.members,
             deltas: memory)
         return (delta, written)
     }

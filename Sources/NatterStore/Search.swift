@@ -81,24 +81,21 @@ enum SearchIndex {
     }
 
     /// Adds a message. Its rowid is the first free one at its shown time, so that rowid order is time order;
-    /// after 2^20 messages in one millisecond, the next rowid after every other.
+    /// after 2^20 messages in one millisecond, the next rowid after every other. One statement: every message shown
+    /// is indexed on every node.
     @discardableResult
     static func insert(_ document: Document, conversation: Data, in db: Database) throws -> Int64 {
         let base = min(max(document.shownMillis, 0), shownMillisMax) << slotBits
         let top = base + (1 << slotBits) - 1
-        var rowid =
-            try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT MAX(rowid) FROM search_document WHERE rowid BETWEEN ? AND ?"),
-                arguments: [base, top]
-            ).map { $0 + 1 } ?? base
-        if rowid > top {
-            rowid = (try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM search_document") ?? 0) + 1
-        }
-        // Cached statements: every message shown is indexed on every node, one insert each.
         try db.cachedStatement(
-            sql: "INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (?, ?, ?, ?, ?)"
-        ).execute(arguments: [rowid, document.message, conversation, scope(of: conversation), document.text])
-        return rowid
+            sql: """
+                INSERT INTO search_document (rowid, message, conversation, scope, text)
+                SELECT CASE WHEN m IS NULL THEN ?1 WHEN m < ?2 THEN m + 1
+                    ELSE (SELECT MAX(rowid) FROM search_document) + 1 END, ?3, ?4, ?5, ?6
+                FROM (SELECT MAX(rowid) AS m FROM search_document WHERE rowid BETWEEN ?1 AND ?2)
+                """
+        ).execute(arguments: [base, top, document.message, conversation, scope(of: conversation), document.text])
+        return db.lastInsertedRowID
     }
 
     /// Documents waiting in `search_pending` at which a refresh indexes them (`flushIfFull`): 256. One FTS5

@@ -195,3 +195,35 @@ extension ConversationTableTests {
         }
     }
 }
+
+extension ConversationTableTests {
+    /// An incremental refresh deletes a line's file and reaction rows only where it wrote some: a deleted file
+    /// message and an un-reacted message lose theirs, and the tables still equal a rebuild.
+    @Test("an incremental refresh removes a deleted file message's file row and an undone reaction's row")
+    func incrementalRefreshRemovesFileAndReactionRows() throws {
+        let alice = try Replica("Alice", seed: 321)
+        let bob = try Replica("Bob", seed: 322)
+        try introduce([alice, bob])
+        let chat = try alice.conversations.createGroup(title: "g", members: [bob.id], now: alice.tick())
+        let file = try alice.conversations.sendFile([1, 2, 3], name: "notes.txt", in: chat, now: alice.tick())
+        let text = try alice.conversations.send("hello", in: chat, now: alice.tick())
+        try alice.conversations.react(.love, to: text.id, in: chat, now: alice.tick())
+        try alice.conversations.refreshChanged()
+        func count(_ sql: String) throws -> Int { try alice.store.writer.read { try Int.fetchOne($0, sql: sql) ?? 0 } }
+        #expect(try count("SELECT count(*) FROM timeline_file") == 1)
+        #expect(try count("SELECT count(*) FROM reaction") == 1)
+        try alice.conversations.delete(file.id, in: chat, now: alice.tick())
+        try alice.conversations.unreact(text.id, in: chat, now: alice.tick())
+        try alice.conversations.refreshChanged()
+        #expect(try count("SELECT count(*) FROM timeline_file") == 0)
+        #expect(try count("SELECT count(*) FROM reaction") == 0)
+        let incremental = try dump(alice.store)
+        try alice.store.writer.write { db in
+            for table in ["timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key"] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
+        }
+        try alice.conversations.refresh(chat)
+        #expect(try dump(alice.store) == incremental)
+    }
+}

@@ -373,3 +373,29 @@ struct SearchMigrationTests {
         }
     }
 }
+
+extension SearchTests {
+    @Test("a document's rowid is the next free one at its shown millisecond, then past every other once the slot is full")
+    func rowidsFollowShownTime() throws {
+        let store = try RecordStore.inMemory()
+        let conversation = Data(repeating: 7, count: 32)
+        func document(_ n: UInt8, at millis: Int64) -> SearchIndex.Document {
+            SearchIndex.Document(message: Data(repeating: n, count: 32), text: "word \(n)", shownMillis: millis)
+        }
+        let slot: Int64 = 1 << SearchIndex.slotBits
+        try store.writer.write { db in
+            let first = try SearchIndex.insert(document(1, at: 5), conversation: conversation, in: db)
+            let second = try SearchIndex.insert(document(2, at: 5), conversation: conversation, in: db)
+            let earlier = try SearchIndex.insert(document(3, at: 4), conversation: conversation, in: db)
+            #expect([first, second, earlier] == [5 * slot, 5 * slot + 1, 4 * slot])
+            // The slot of millisecond 4 full: the next document there goes after every rowid held.
+            try db.execute(
+                sql: "INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (?, ?, ?, ?, ?)",
+                arguments: [5 * slot - 1, Data(repeating: 4, count: 32), conversation, "c", "filler"])
+            let overflow = try SearchIndex.insert(document(5, at: 4), conversation: conversation, in: db)
+            #expect(overflow == 5 * slot + 2)
+            let stored = try Int64.fetchAll(db, sql: "SELECT rowid FROM search_document ORDER BY text")
+            #expect(stored == [5 * slot - 1, 5 * slot, 5 * slot + 1, 4 * slot, 5 * slot + 2])
+        }
+    }
+}
