@@ -60,6 +60,7 @@ extension Simulation {
                         Data(position.conversation.bytes), Data(position.author.bytes), Int64(position.sequence),
                     ])
             }
+            nodes[index].store.invalidateCaches()  // the body is gone from memory too
             droppedRecord = true
             faultTrace.append("\(formatSeconds(now)) variant: \(nodes[index].name) drops \(entry.kind) \(entry.id)")
         } catch {

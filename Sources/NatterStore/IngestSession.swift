@@ -23,7 +23,9 @@ struct IngestSession {
     /// reaches it only once the transaction commits (`committed`). Nil: read the tables only (an earlier write of the
     /// same transaction is not in the cache).
     private let feedCache: FeedCache?
-    private var cache: [FeedKey: FeedState] = [:]
+    /// Feed rows read or written by this transaction, by conversation: `feeds(in:)` hands one conversation's out
+    /// whole, without a pass over every conversation's (and a new dictionary) per call.
+    private var cache: [ConversationID: [AuthorID: FeedState]] = [:]
     private var fullyLoaded: Set<ConversationID> = []
     private var dirty: Set<FeedKey> = []
     private var touched: [ConversationID: Set<AuthorID>] = [:]
@@ -35,11 +37,14 @@ struct IngestSession {
     private var lamports: [RecordPosition: UInt64] = [:]
     /// Feed rows `finish` wrote, for the store's cache once the transaction commits.
     private var written: [FeedState] = []
+    /// Records stored with their bodies, for `RecentRecords` once the transaction commits.
+    private var storedBodies: [NatterModel.Record] = []
 
-    /// What the store's cache learns once this transaction commits: the feed rows written and the records stored.
-    var committed: (feeds: [FeedState], stored: [(RecordPosition, UInt64)]) {
+    /// What the store's caches learn once this transaction commits: the feed rows written, the records stored
+    /// (position and Lamport number), and those kept with their bodies.
+    var committed: RecordStore.CacheEffects {
         let stored = fresh.map { ($0.key, $0.value.0.lamport) }.sorted { $0.0.sequence < $1.0.sequence }
-        return (written, stored)
+        return (written, stored, storedBodies, receivedAtMillis)
     }
 
     init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache?) {
@@ -53,23 +58,28 @@ struct IngestSession {
     // MARK: - Feeds
 
     private mutating func feed(_ key: FeedKey) throws -> FeedState {
-        if let cached = cache[key] { return cached }
+        if let cached = self[cached: key] { return cached }
         if let feeds = feedCache?.feeds(of: key.conversation) {
             let state = feeds[key.author] ?? FeedState(conversation: key.conversation, author: key.author)
-            cache[key] = state
+            self[cached: key] = state
             return state
         }
         let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT \(FeedState.columns) FROM feed WHERE conversation = ? AND author = ?"),
             arguments: [Data(key.conversation.bytes), Data(key.author.bytes)])
         let state = try row.map(FeedState.init(row:)) ?? FeedState(conversation: key.conversation, author: key.author)
-        cache[key] = state
+        self[cached: key] = state
         return state
+    }
+
+    private subscript(cached key: FeedKey) -> FeedState? {
+        get { cache[key.conversation]?[key.author] }
+        set { cache[key.conversation, default: [:]][key.author] = newValue }
     }
 
     private mutating func update(_ state: FeedState) {
         let key = FeedKey(conversation: state.conversation, author: state.author)
-        cache[key] = state
+        self[cached: key] = state
         dirty.insert(key)
     }
 
@@ -89,8 +99,8 @@ struct IngestSession {
             ?? FeedState.fetchLive(db, conversation: conversation)
         for state in live {
             let key = FeedKey(conversation: conversation, author: state.author)
-            let current = cache[key] ?? state
-            if cache[key] == nil { cache[key] = state }
+            let current = self[cached: key] ?? state
+            if self[cached: key] == nil { self[cached: key] = state }
             if !current.isJunk { result[state.author] = current }
         }
         return result
@@ -108,13 +118,11 @@ struct IngestSession {
             }
             for state in all! {
                 let key = FeedKey(conversation: conversation, author: state.author)
-                if cache[key] == nil { cache[key] = state }
+                if self[cached: key] == nil { self[cached: key] = state }
             }
             fullyLoaded.insert(conversation)
         }
-        var result = [AuthorID: FeedState]()
-        for (key, state) in cache where key.conversation == conversation { result[key.author] = state }
-        return result
+        return cache[conversation] ?? [:]
     }
 
     // MARK: - Storing
@@ -135,7 +143,7 @@ struct IngestSession {
             let key = FeedKey(conversation: position.conversation, author: position.author)
             if lengths[key] == nil {
                 lengths[key] =
-                    try cache[key]?.stored
+                    try self[cached: key]?.stored
                     ?? UInt64.fetchOne(
                         storedLength, arguments: [Data(position.conversation.bytes), Data(position.author.bytes)]) ?? 0
             }
@@ -165,6 +173,7 @@ struct IngestSession {
         }
         // A junk feed's frontier advances (records depending on it must apply) but its bodies are not kept.
         try RecordRowInsert.execute(db, record: record, receivedAtMillis: receivedAtMillis, keepBytes: !state.isJunk)
+        if !state.isJunk { storedBodies.append(record) }
         state.stored = sequence
         state.storedHead = record.id
         if !state.isJunk { state.storedBytes += record.bytes.count }
@@ -276,8 +285,9 @@ struct IngestSession {
             applied += newlyApplied
         }
         for key in dirty.sorted(by: { ($0.conversation, $0.author) < ($1.conversation, $1.author) }) {
-            try cache[key]!.save(db)
-            written.append(cache[key]!)
+            let state = self[cached: key]!
+            try state.save(db)
+            written.append(state)
         }
         // Mark conversations whose applied records changed, in this same transaction, for the derived tables.
         for conversation in changedConversations.union(rebuilt).sorted() {

@@ -116,7 +116,7 @@ extension RecordStore {
         }
         guard !victims.isEmpty else { return RelayEnforcement(evicted: [], remaining: usage) }
         // Feed rows and records go: the cache forgets everything, whether or not the transaction commits.
-        defer { feedCache.invalidate() }
+        defer { invalidateCaches() }
         try writer.write { db in
             for conversation in victims {
                 let key = Data(conversation.bytes)
@@ -210,7 +210,7 @@ extension RecordStore {
     /// refresh. Returns the bytes dropped.
     @discardableResult
     public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
-        defer { feedCache.invalidate() }  // feed rows change: the cache forgets everything
+        defer { invalidateCaches() }  // feed rows and bodies change: the caches forget everything
         return try writer.write { db in
             var dropped = 0
             for author in authors {
