@@ -81,18 +81,20 @@ enum SearchIndex {
     }
 
     /// Adds a message. Its rowid is the first free one at its shown time, so that rowid order is time order;
-    /// after 2^20 messages in one millisecond, the next rowid after every other. One statement: every message shown
-    /// is indexed on every node.
+    /// after 2^20 messages in one millisecond, the next rowid after every other. One statement (every message shown
+    /// is indexed on every node), with the rowid a scalar subquery: an INSERT … SELECT reading its own table would
+    /// have SQLite stage the row in a temporary table first.
     @discardableResult
     static func insert(_ document: Document, conversation: Data, in db: Database) throws -> Int64 {
         let base = min(max(document.shownMillis, 0), shownMillisMax) << slotBits
         let top = base + (1 << slotBits) - 1
         try db.cachedStatement(
             sql: """
-                INSERT INTO search_document (rowid, message, conversation, scope, text)
-                SELECT CASE WHEN m IS NULL THEN ?1 WHEN m < ?2 THEN m + 1
-                    ELSE (SELECT MAX(rowid) FROM search_document) + 1 END, ?3, ?4, ?5, ?6
-                FROM (SELECT MAX(rowid) AS m FROM search_document WHERE rowid BETWEEN ?1 AND ?2)
+                INSERT INTO search_document (rowid, message, conversation, scope, text) VALUES (
+                    (SELECT CASE WHEN m IS NULL THEN ?1 WHEN m < ?2 THEN m + 1
+                        ELSE (SELECT MAX(rowid) FROM search_document) + 1 END
+                    FROM (SELECT MAX(rowid) AS m FROM search_document WHERE rowid BETWEEN ?1 AND ?2)),
+                    ?3, ?4, ?5, ?6)
                 """
         ).execute(arguments: [base, top, document.message, conversation, scope(of: conversation), document.text])
         return db.lastInsertedRowID
