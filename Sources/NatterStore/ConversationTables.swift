@@ -525,8 +525,8 @@ extension Conversations {
             files: Set(state.timeline.compactMap { item in
                 if case .message(let message) = item, message.file != nil { message.id } else { nil }
             }),
-            reacted: Set(state.reactions.keys), documents: held, lastActivity: lastActivity, keys: snapshot.keys.count, members: state.members,
-            deltas: memory)
+            reacted: Set(state.reactions.keys), documents: held, lastActivity: lastActivity,
+            keys: snapshot.keys.count, members: state.members, deltas: memory)
         return (delta, written)
     }
 

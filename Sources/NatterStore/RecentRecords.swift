@@ -3,7 +3,7 @@ import Synchronization
 
 /// The records this store stored last, with when they arrived, by position: the reads that follow a store — the
 /// conversation snapshot taking in what was just applied, a sync session forwarding it, the tables' arrival times
-/// of the new lines — find them here instead of reading them back from SQLite (a sixth of a lab run's statement
+/// of the new lines — find them here instead of reading them back from SQLite (about 30 % of a lab run's statement
 /// steps, 2026-11-29).
 ///
 /// Coherent like `FeedCache`: filled only after a commit, with records stored with their bodies (never a junk
