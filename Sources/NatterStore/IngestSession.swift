@@ -23,6 +23,8 @@ struct IngestSession {
     /// reaches it only once the transaction commits (`committed`). Nil: read the tables only (an earlier write of the
     /// same transaction is not in the cache).
     private let feedCache: FeedCache?
+    /// The store's memory of the records it stored last (nil: none), where `heldAlready` finds most copies.
+    private let recent: RecentRecords?
     /// Feed rows read or written by this transaction, by conversation: `feeds(in:)` hands one conversation's out
     /// whole, without a pass over every conversation's (and a new dictionary) per call.
     private var cache: [ConversationID: [AuthorID: FeedState]] = [:]
@@ -47,10 +49,11 @@ struct IngestSession {
         return (written, stored, storedBodies, receivedAtMillis)
     }
 
-    init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache?) {
+    init(db: Database, receivedAtMillis: Int64, records: Int = 0, feedCache: FeedCache?, recent: RecentRecords? = nil) {
         self.db = db
         self.receivedAtMillis = receivedAtMillis
         self.feedCache = feedCache
+        self.recent = recent
         // Sized for the batch at once: grown record by record it was rehashed nine times in a sync window.
         fresh.reserveCapacity(records)
     }
@@ -134,8 +137,9 @@ struct IngestSession {
     func heldAlready(ids: [RecordID], claimed: [RecordPosition?]) throws -> Set<Int> {
         let storedLength = try db.cachedStatement(
             sql: "SELECT stored_sequence FROM feed WHERE conversation = ? AND author = ?")
-        // Read apart from the session's feed cache: the claims are unchecked, and a feed made up by one must not
-        // become a row.
+        // Read apart from the session's feed rows (the store's feed cache, else the table): the claims are
+        // unchecked, and a feed made up by one must not become a row. Gossip's copies arrive soon after the first:
+        // their ids are nearly always in memory (`recent`).
         var lengths = [FeedKey: UInt64]()
         var found = Set<Int>()
         for (index, position) in claimed.enumerated() {
@@ -144,11 +148,14 @@ struct IngestSession {
             if lengths[key] == nil {
                 lengths[key] =
                     try self[cached: key]?.stored
+                    ?? feedCache?.feeds(of: position.conversation).map { $0[position.author]?.stored ?? 0 }
                     ?? UInt64.fetchOne(
                         storedLength, arguments: [Data(position.conversation.bytes), Data(position.author.bytes)]) ?? 0
             }
             // The log is addressed by position: a copy is the record whose id sits at the position it claims.
-            guard position.sequence <= lengths[key]!, try recordID(at: position) == ids[index] else { continue }
+            guard position.sequence <= lengths[key]!,
+                try recent?.id(at: position) ?? recordID(at: position) == ids[index]
+            else { continue }
             found.insert(index)
         }
         return found

@@ -59,6 +59,11 @@ final class RecentRecords: Sendable {
         }
     }
 
+    /// The id of the record held at `position`, if held.
+    func id(at position: RecordPosition) -> RecordID? {
+        state.withLock { $0.entries[position]?.record.id }
+    }
+
     /// When the record `ref` names arrived here, if held.
     func receivedAtMillis(of ref: RecordRef) -> Int64? {
         state.withLock { state in

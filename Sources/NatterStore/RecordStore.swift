@@ -317,7 +317,8 @@ public final class RecordStore: Sendable {
         do {
             result = try write(durability) { db in
                 var session = IngestSession(
-                    db: db, receivedAtMillis: receivedAtMillis, records: batch.count, feedCache: feedCache)
+                    db: db, receivedAtMillis: receivedAtMillis, records: batch.count, feedCache: feedCache,
+                    recent: recentRecords)
                 held = try session.heldAlready(ids: ids, claimed: claimed)
                 let fresh = batch.indices.filter { !held.contains($0) }
                 let verified = Verified(
