@@ -10,8 +10,9 @@ import Synchronization
 /// feed's, never fork evidence), and emptied by whatever else changes or deletes records (`invalidate`). A
 /// position's record never changes otherwise. Bounded by `recordsMax`; the oldest go first.
 final class RecentRecords: Sendable {
-    /// Records held: 1,024 (about 1 MiB) — a refresh interval's worth of a busy group, or two sync batches.
-    static let recordsMax = 1_024
+    /// Records held: 256 (about 300 KiB) — a busy group's quarter second between refreshes several times over, and the
+    /// copies gossip delivers soon after the first; a sync batch catching up is read from SQLite.
+    static let recordsMax = 256
 
     private struct Entry {
         let record: NatterModel.Record
