@@ -181,18 +181,27 @@ extension ConversationTableTests {
             for replica in replicas { try replica.conversations.refreshChanged() }
         }
         for replica in replicas {
-            let incremental = try dump(replica.store)
-            try replica.store.writer.write { db in
-                for table in [
-                    "timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key",
-                    "search_document",
-                ] {
-                    try db.execute(sql: "DELETE FROM \(table)")
-                }
-            }
-            try replica.conversations.refresh(chat)
-            #expect(try dump(replica.store) == incremental, "seed \(seed): \(replica.name)'s tables differ")
+            try expectRebuildMatches(replica, chat, "seed \(seed): \(replica.name)'s tables differ")
         }
+    }
+
+    /// Drops the derived tables, refreshes `chat` from empty tables and expects the rows the incremental refreshes
+    /// left.
+    func expectRebuildMatches(
+        _ replica: Replica, _ chat: ConversationID, _ message: String = "tables differ from a rebuild",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let incremental = try dump(replica.store)
+        try replica.store.writer.write { db in
+            for table in [
+                "timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key",
+                "search_document",
+            ] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
+        }
+        try replica.conversations.refresh(chat)
+        #expect(try dump(replica.store) == incremental, "\(message)", sourceLocation: sourceLocation)
     }
 }
 
@@ -217,13 +226,6 @@ extension ConversationTableTests {
         try alice.conversations.refreshChanged()
         #expect(try count("SELECT count(*) FROM timeline_file") == 0)
         #expect(try count("SELECT count(*) FROM reaction") == 0)
-        let incremental = try dump(alice.store)
-        try alice.store.writer.write { db in
-            for table in ["timeline", "timeline_file", "reaction", "conversation_member", "conversation", "epoch_key"] {
-                try db.execute(sql: "DELETE FROM \(table)")
-            }
-        }
-        try alice.conversations.refresh(chat)
-        #expect(try dump(alice.store) == incremental)
+        try expectRebuildMatches(alice, chat)
     }
 }

@@ -289,6 +289,7 @@ extension RelayQuotaTests {
     @Test("records read from memory (RecentRecords) equal what the tables hold: after ingest, junk reduction, eviction")
     func recentRecordsMatchTables() throws {
         let (directory, other) = (try temporaryDirectory(), try temporaryDirectory())
+        // `try?`: removing the temporary directories is cleanup; one left behind fails nothing.
         defer { for path in [directory, other] { try? FileManager.default.removeItem(atPath: path) } }
         // Junk reduction drops bodies the memory holds.
         let (store, _, _, relays) = try bobsStore(in: directory, relayed: 4)
