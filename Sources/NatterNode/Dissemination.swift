@@ -42,9 +42,12 @@ struct Dissemination {
             if feedParents.parent(of: feed) == id { parented.append(feed) }
         }
         // The author's own link is never pruned for its feed: the tree's root stays attached to every neighbour.
+        // A new link races every feed for a while (`Limits.syncTreeNewLinkRace`).
+        let isNew = links.read(id) { now < $0.establishedAt + Limits.syncTreeNewLinkRace } ?? false
         var prune = [FeedKey]()
-        for feed in copies where feed.author != peer && feedParents.parent(of: feed).map({ $0 != id }) ?? false {
-            if !isRacing(feed, now: now) { prune.append(feed) }
+        for feed in copies where !isNew && feed.author != peer {
+            guard let parent = feedParents.parent(of: feed), parent != id, !isRacing(feed, now: now) else { continue }
+            prune.append(feed)
         }
         let actions = links.withSession(id) { session in
             var actions = [SyncAction]()

@@ -75,7 +75,7 @@ extension LinkTable {
             id,
             Established(
                 peer: peer, initiatedBy: initiator(of: id, peer: peer, me: me), channel: channel, session: session,
-                handshake: handshake))
+                handshake: handshake, establishedAt: now))
         // The new link is up before the one it replaces goes down: the peer never looks offline in between. The old
         // one is closed now by the link's responder, and by its initiator only when the responder has closed it or
         // a handshake timeout has passed (`LinkTable.Link.replaced`).

@@ -17,6 +17,8 @@ struct LinkTable {
         var session: SyncSession<StoreRecordSource>
         /// How long the handshake took (one to two round trips): the scale of the link's grace period.
         let handshake: Duration
+        /// When the link came up: for `Limits.syncTreeNewLinkRace` its copies prune nothing.
+        let establishedAt: Duration
         /// Whether either side is leaving the link (LEAVING sent or received): it supplies no feed any more and
         /// takes no new parent role; the other links were grafted for what it supplied.
         var leaving = false

@@ -165,6 +165,13 @@ public enum Limits {
     /// it never circles.
     public static let syncTreeRegraftRace: Duration = .seconds(1)
 
+    /// How long after a link comes up its copies prune nothing: 1 s. Trees formed before the link existed may
+    /// take a longer path than it offers, and what a new link brings first are copies of what the trees brought
+    /// (records in flight while it came up), which say nothing about its speed: pruned at once, a new link would
+    /// never carry a tree. For a second it races every feed, the first to bring each *new* record becomes its
+    /// parent, and copies prune the slower links afterwards.
+    public static let syncTreeNewLinkRace: Duration = .seconds(1)
+
     /// Feeds with a REQUEST in flight to the peer: 64. The node's causal buffer asks for missing ranges; more than
     /// this at once means the link is far behind, and anti-entropy repairs the rest. Further requests are dropped.
     public static let syncRequestsOutstandingMax = 64

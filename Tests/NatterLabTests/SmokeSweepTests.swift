@@ -10,7 +10,9 @@ struct SmokeSweepTests {
     func smokeSweep() throws {
         var base = smallConfiguration(seed: 0, duration: .seconds(2))
         base.rate = 12
-        let sweep = LabSweep(base: base, firstSeed: 1, seeds: 20)
+        // Seeds 21–40: each kind below happens in a few of them (raced removals in 8 of seeds 1–100, and none of
+        // 1–20 since new links race the trees: 2026-11-29), with main before that change and after it.
+        let sweep = LabSweep(base: base, firstSeed: 21, seeds: 20)
         var faulted = 0
         let result = try sweep.run { report in
             if !report.faultTrace.isEmpty { faulted += 1 }

@@ -114,10 +114,12 @@ struct ToolkitTests {
     @Test("a fork whose original branch died with its node is forgotten: the twin's branch is the feed")
     func originalBranchDied() throws {
         // Seed 581 of the `--forks` sweep, shrunk: n1 forks, its twin's branch spreads, n1 dies for good before its
-        // own branch leaves it. No live node holds a fork, and the checker waited for one (never converged).
+        // own branch leaves it. No live node holds a fork, and the checker waited for one (never converged). The crash
+        // was at 2,210 ms until new links raced the trees (2026-11-29), which let the branch leave by then; at 2,280 ms
+        // it still fails with the old checker (checked: "not converged 90s after the heal").
         let report = try Self.shrunkFork(
             seed: 581, nodes: 3, duration: .seconds(4), resetRate: 0.17866493856782464,
-            duplicateDials: 0.08548793866769995, faults: ["crash:n1@2210ms", "twin:n1@667ms+1036ms"])
+            duplicateDials: 0.08548793866769995, faults: ["crash:n1@2280ms", "twin:n1@667ms+1036ms"])
         #expect(report.stranded > 0, "the original's branch")
         #expect(report.coverage.forks == 0)
         #expect(report.failures == [])
@@ -127,11 +129,13 @@ struct ToolkitTests {
     func forkCutsWithinATurn() throws {
         // Seed 788 of the sweep with twins, shrunk: in one turn a node applied records of the twin's original, then
         // its causal buffer gave up evidence of the fork, which cut them; the turn's applied event still named them,
-        // and the spot check found a record "applied beyond its feed's applied prefix".
+        // and the spot check found a record "applied beyond its feed's applied prefix". The twin started at 1,833 ms
+        // until new links raced the trees (2026-11-29), which moved the turns; at 1,760 ms the run fails without the
+        // fix (checked) and passes with it.
         let report = try Self.shrunkFork(
             seed: 788, nodes: 8, duration: .seconds(4), resetRate: 0.046940717143882,
             duplicateDials: 0.14804154240800074, churn: true,
-            faults: ["partition@746ms+2339ms:n0.n5.n6.n7", "twin:n5@1833ms+330ms"])
+            faults: ["partition@746ms+2339ms:n0.n5.n6.n7", "twin:n5@1760ms+330ms"])
         #expect(report.coverage.forks == 1)
         #expect(report.failures == [])
     }

@@ -4,6 +4,7 @@
 // for. Method: three NodeCores in a triangle over `PipeNetwork`, with virtual time.
 import NatterModel
 import NatterNode
+import NatterSync
 import Testing
 
 @Suite("Leaving a link")
@@ -24,7 +25,9 @@ struct LinkRetireTests {
     @Test("the leaver says LEAVING, the peer grafts elsewhere at once, and the link closes after the grace period")
     func retire() throws {
         let (net, a, b, c) = try Self.triangle()
-        // A's profile feed settles on a tree: B and C get it from A directly and prune each other for it.
+        // Past the new links' race (their first copies prune nothing), A's profile feed settles on a tree: B and C
+        // get it from A directly and prune each other for it.
+        net.advance(Limits.syncTreeNewLinkRace, slowly: .milliseconds(10))
         for name in ["A1", "A2", "A3"] {
             let record = try a.conversations.publishProfile(name: name, now: 2)
             net.publish(a, record)

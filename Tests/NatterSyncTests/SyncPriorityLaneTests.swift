@@ -165,10 +165,21 @@ struct SyncPriorityLaneTests {
         pair.author(Fixture.feed(Self.bob, in: Self.chat, count: 1), on: .a)
         #expect(pair.b.inbox.isEmpty, "both wait for others to share their frames")
         #expect(pair.a.session.nextDeadline() == queuedAt + .milliseconds(40))
+        pair.tick(at: queuedAt + .milliseconds(39))
+        #expect(pair.b.inbox.isEmpty)
         pair.tick(at: queuedAt + .milliseconds(40))
-        #expect(Self.inbox(pair).count == 2)
-        #expect(Self.inbox(pair).first.map { if case .priorityRecords = $0 { true } else { false } } == true)
-        #expect(pair.stats[.a]!.count(.priorityRecords) == 1 && pair.stats[.a]!.count(.records) == 1)
+        // Both lanes are due at once: one RECORDS carries both (the priority record riding, docs/protocol.md §3.7).
+        let both = Fixture.feed(Self.bob, in: Self.chat, count: 1) + Fixture.feed(Self.alice, in: Self.chat, count: 1)
+        #expect(Self.inbox(pair) == [.records(both)])
+    }
+
+    @Test("without a push interval each lane sends as it is due, the priority lane first")
+    func noIntervalNoMerge() {
+        var pair = Self.pair()
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 1)
+        let bobs = Fixture.feed(Self.bob, in: Self.chat, count: 1)
+        pair.author(alices + bobs, on: .a)
+        #expect(Self.inbox(pair) == [.priorityRecords(alices), .records(bobs)])
     }
 
     /// A pair whose A holds live pushes 40 ms, its initial exchange over, Alice its priority author.
@@ -197,6 +208,25 @@ struct SyncPriorityLaneTests {
         #expect(Self.inbox(pair) == [.records(bobs + alices)])
         pair.tick(at: start + .milliseconds(60))
         #expect(Self.inbox(pair).count == 1, "nothing left for the priority lane")
+        pair.run()
+        #expect(LogContents(pair.b.log).chain.count == 2)
+        #expect(pair.violations == [])
+    }
+
+    @Test("priority records due while bulk ones wait: one RECORDS carries both, the bulk records early")
+    func bulkRecordsGoEarlyWithDuePriorityOnes() {
+        var pair = Self.holdingPair()
+        let start = pair.now
+        let alices = Fixture.feed(Self.alice, in: Self.chat, count: 1)
+        let bobs = Fixture.feed(Self.bob, in: Self.chat, count: 1)
+        pair.author(alices, on: .a)
+        pair.tick(at: start + .milliseconds(20))
+        pair.author(bobs, on: .a)
+        pair.tick(at: start + .milliseconds(40))
+        // Alice's record is due; Bob's could wait 20 ms more, but a frame goes now anyway: it takes both.
+        #expect(Self.inbox(pair) == [.records(bobs + alices)])
+        pair.tick(at: start + .milliseconds(60))
+        #expect(Self.inbox(pair).count == 1, "nothing left for either lane")
         pair.run()
         #expect(LogContents(pair.b.log).chain.count == 2)
         #expect(pair.violations == [])

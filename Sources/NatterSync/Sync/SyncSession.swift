@@ -826,21 +826,22 @@ public struct SyncSession<Source: RecordSource> {
         }
     }
 
-    /// Sends batches while credit lasts: the priority lane first, then on the bulk lane evidence, then the queued
-    /// feeds from what the peer holds on, a chunk of `readChunkRecords` from each feed in turn, and while the bulk lane
-    /// is quiet the priority records still waiting (`bulkQuiet`).
+    /// Sends batches while credit lasts: the priority lane first (unless its records go in a RECORDS now), then on
+    /// the bulk lane evidence, then the queued feeds from what the peer holds on, a chunk of `readChunkRecords` from
+    /// each feed in turn, and while the bulk lane is quiet the priority records still waiting (`bulkQuiet`).
     private mutating func pump() {
         guard isWritable else { return }
-        while priority.sendCredit > 0, !priorityQueue.isEmpty, priorityHeldUntil == nil {
-            var batch = [[UInt8]]()
-            var bytes = 0
-            fill(&batch, bytes: &bytes, lane: .priority)
-            if closedForResending() { return }
-            guard !batch.isEmpty else { break }
-            sendBatch(batch, lane: .priority)
-        }
+        // On a link that gathers records (a push interval), due priority records and waiting bulk ones go in one
+        // RECORDS, the bulk records early if they were still held, instead of a PRIORITY RECORDS and a RECORDS: a
+        // relay queues a batch's records on both lanes at once. Without an interval each lane sends as it is due,
+        // the priority lane first.
+        var bulkDue =
+            pushInterval > .zero && bulkQuiet && bulk.sendCredit > 0 && !pushQueue.isEmpty && !priorityQueue.isEmpty
+            && priorityHeldUntil == nil
+        if !bulkDue, !pumpPriority() { return }
         while bulk.sendCredit > 0 {
-            if pushHeldUntil != nil { break }
+            if !bulkDue, pushHeldUntil != nil { break }
+            bulkDue = false
             var batch = [[UInt8]]()
             var bytes = 0
             while let next = evidenceQueue.first, batch.count < Limits.syncBatchRecordsMax,
@@ -857,6 +858,22 @@ public struct SyncSession<Source: RecordSource> {
             let full = batch.count == Limits.syncBatchRecordsMax || !pushQueue.isEmpty
             recordsHeldUntil = full ? nil : now + pushInterval
         }
+        // What no RECORDS took (the bulk queue had nothing to send after all) goes on its own lane. (Whether the
+        // link closed for resending changes nothing here: the pump ends either way.)
+        _ = pumpPriority()
+    }
+
+    /// Sends PRIORITY RECORDS while the lane has credit and records due; false when the link closed for resending.
+    private mutating func pumpPriority() -> Bool {
+        while priority.sendCredit > 0, !priorityQueue.isEmpty, priorityHeldUntil == nil {
+            var batch = [[UInt8]]()
+            var bytes = 0
+            fill(&batch, bytes: &bytes, lane: .priority)
+            if closedForResending() { return false }
+            guard !batch.isEmpty else { break }
+            sendBatch(batch, lane: .priority)
+        }
+        return true
     }
 
     /// Sends one batch of `lane`, with the lane's credit that is due.
