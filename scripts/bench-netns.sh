@@ -4,7 +4,11 @@
 #   --runs fresh nodes (each in a namespace and data directory of its own, so no earlier link or redial helps);
 #   idle cost — RSS and CPU of two linked nodes doing nothing for --idle seconds, read from /proc.
 #
-# Usage: sudo scripts/bench-netns.sh [--runs N] [--idle SECONDS] [--binary PATH]   (default: .build/release/natter)
+# Usage: sudo scripts/bench-netns.sh [--runs N] [--idle SECONDS] [--binary PATH] [--smaps DIR] [--cold]
+#        (default: .build/release/natter)
+# --smaps DIR keeps the two idle processes' /proc/PID/smaps (DIR/node0.smaps, DIR/nodeN.smaps) for
+# scripts/smaps-summary.py; --cold first drops the binary's pages from the page cache, as scripts/idle-node.sh does
+# (what is cached before the start moves RSS by about 1 MiB).
 # "Linked" is observed through the line interface: `/wait peer node0` (which polls every 50 ms) followed by
 # `/whoami` ("NAME FINGERPRINT"), whose line this script waits for (polling every 5 ms): the figures include up to ~55 ms of polling.
 # Everything it creates (namespaces, processes, temp files) is removed on exit, even on failure; every wait is
@@ -14,11 +18,15 @@ set -euo pipefail
 runs=10
 idle=60
 binary=""
+smaps_dir=""
+cold=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
         --idle) idle="$2"; shift 2 ;;
         --binary) binary="$2"; shift 2 ;;
+        --smaps) smaps_dir="$2"; shift 2 ;;
+        --cold) cold=true; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -26,6 +34,7 @@ if [ "$(id -u)" -ne 0 ]; then echo "bench-netns: needs root (ip netns)"; exit 2;
 cd "$(dirname "$0")/.."
 [ -n "$binary" ] || binary="$(pwd)/.build/release/natter"
 [ -x "$binary" ] || { echo "bench-netns: build first (swift build -c release); no $binary"; exit 2; }
+if $cold; then dd if="$binary" iflag=nocache count=0 status=none; fi
 
 tag="b$$"
 subnet="10.214.$(( $$ % 200 + 20 ))"
@@ -133,6 +142,7 @@ after0=$(cpu "$anchor_pid"); after1=$(cpu "$last_pid")
 echo "  (PIDs: node0 $anchor_pid, node$runs $last_pid)"
 for pair in "node0 $anchor_pid $before0 $after0" "node$runs $last_pid $before1 $after1"; do
     set -- $pair
+    if [ -n "$smaps_dir" ]; then mkdir -p "$smaps_dir"; cp "/proc/$2/smaps" "$smaps_dir/$1.smaps"; fi
     awk -v name="$1" -v rss="$(rss "$2")" -v used="$(($4 - $3))" -v ticks="$ticks" -v idle="$idle" \
         'BEGIN { printf "idle %s rss_kib=%d cpu_seconds=%.2f cpu_percent=%.3f\n", name, rss, used / ticks, 100 * used / ticks / idle }'
 done

@@ -160,6 +160,9 @@ extension Simulation {
             }
         case .syncProgress, .conversation, .profile, .notice, .misbehaved, .file, .typing:
             break
+        case .redundantLink:
+            // The overlay dials only nodes it is not linked to; the link that stays was dialled by the other side.
+            break
         }
     }
 

@@ -51,10 +51,13 @@ extension LinkTable {
         switch admit(id, peer: peer, me: me, refused: refused, now: now, replacedGrace: replacedGrace) {
         case .connectedToItself:
             return .failure(Refusal(actions: [.event(.linkFailed(id, "connected to itself")), .close(id)]))
-        case .refused, .duplicate:
+        case .refused:
             // Closed without an event: a ban is reported once, when it is imposed, and a blocked person's node
             // redials every couple of seconds — a notice per refusal would repeat for as long as the block lasts.
             return .failure(Refusal(actions: [.close(id)]))
+        case .duplicate:
+            // Said, so that the driver stops redialling an address whose person is linked by the other link.
+            return .failure(Refusal(actions: [.event(.redundantLink(peer, id)), .close(id)]))
         case .established(let replaced):
             return .success(replaced)
         }

@@ -468,9 +468,10 @@ public actor Node: Service {
         guard let connection = await transport.dial(host: request.host, port: request.port, connectTimeout: timeout)
         else { return false }
         discovered[connection] = request.tag
-        await discovery.peerConnected(request.tag)
-        // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
+        // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon;
+        // before the next suspension, so that the handshake's end (`Redials.linked`) finds the entry.
         redials.addDiscovered(PeerAddress(host: request.host, port: request.port), connection: connection, now: now)
+        await discovery.peerConnected(request.tag)
         return true
     }
 
@@ -529,9 +530,18 @@ public actor Node: Service {
                 })
         case .closed(let connection):
             remoteHosts[connection] = nil
-            linkedPeers[connection] = nil
-            if let tag = discovered.removeValue(forKey: connection), let discovery {
-                Task { await discovery.peerDisconnected(tag) }
+            let person = linkedPeers.removeValue(forKey: connection)
+            if let tag = discovered.removeValue(forKey: connection) {
+                // The person may still be linked by another connection (both sides dialled and this one lost, or
+                // a redial replaced it): the tag stays linked with that one, or its next beacon would dial again.
+                let other = person.flatMap { person in
+                    linkedPeers.first { $0.value == person && discovered[$0.key] == nil }?.key
+                }
+                if let other {
+                    discovered[other] = tag
+                } else if let discovery {
+                    Task { await discovery.peerDisconnected(tag) }
+                }
             }
             redials.closed(connection, now: now)
             perform(traced(.linkClosed(connection.raw)) { core.handle(.linkClosed(LinkID(connection.raw)), now: $0) })
@@ -584,7 +594,9 @@ public actor Node: Service {
         perform(traced(.tick) { core.handle(.tick, now: $0) })
         refresh(after: .tick)
         if let end = banEndsAt, end <= now { enforceBans() }
-        let due = redials.due(now: now).filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
+        let linkedPeers = linkedPeers  // asked only of addresses otherwise due
+        let due = redials.due(now: now) { person in linkedPeers.values.contains(person) }
+            .filter { !penalties.isBanned(.address(Self.unscoped($0.host)), now: now) }
         for address in due where redials.attempt(address, now: now) {
             // The actor runs other work while the dial is in flight; `dialled` takes the entry as it is then.
             Task {
@@ -739,9 +751,16 @@ public actor Node: Service {
             if misbehaviour.kind != .stalledHandshake || transport.handshakesUnderLoad { penalise(link, misbehaviour) }
             continuation.yield(.misbehaved(link, misbehaviour))
         default:
-            if case .peerUp(let peer, let link) = event {
+            switch event {
+            case .peerUp(let peer, let link):
                 linkedPeers[ConnectionID(raw: link.raw)] = peer
                 transport.markEstablished(ConnectionID(raw: link.raw))
+                redials.linked(ConnectionID(raw: link.raw), person: peer, now: now)
+            case .redundantLink(let peer, let link):
+                // Closing: noted until then, so its redial entry and discovery tag know whom it reached.
+                linkedPeers[ConnectionID(raw: link.raw)] = peer
+                redials.linked(ConnectionID(raw: link.raw), person: peer, now: now)
+            default: break
             }
             eventObserver?(event, clock.now)
             continuation.yield(event)

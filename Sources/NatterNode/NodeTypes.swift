@@ -36,6 +36,9 @@ public enum NodeEvent: Equatable, Sendable {
     /// A link finished its handshake: the peer's identity is known.
     case peerUp(AuthorID, LinkID)
     case peerDown(AuthorID, LinkID)
+    /// Both sides dialled and this link lost (the one dialled by the smaller identity stays): it closes now, with
+    /// no `peerUp` or `peerDown`. The driver does not redial it while the person stays linked.
+    case redundantLink(AuthorID, LinkID)
     /// A link failed: handshake, channel or sync error (the peer is penalised for malformed input).
     case linkFailed(LinkID, String)
     /// The initial exchange with a peer completed in both directions.

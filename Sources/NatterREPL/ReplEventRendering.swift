@@ -37,8 +37,10 @@ extension ReplSession {
             notice("link failed: \(reason)")
         case .notice(let line):
             notice(line)
-        case .misbehaved, .applied:
-            break  // a misbehaviour's linkFailed was shown (a ban follows as a notice); lines come as deltas
+        case .misbehaved, .applied, .redundantLink:
+            // A misbehaviour's linkFailed was shown (a ban follows as a notice); lines come as deltas; a redundant
+            // link is a second one to someone linked already.
+            break
         case .typing(let conversation, let typists):
             typingChanged(conversation, typists)
         }

@@ -171,23 +171,11 @@ final class EventLog: Sendable {
 
 @Suite("File transfer on loopback TCP", .serialized)
 struct FileTransferLoopbackTests {
-    private static func node(seed: UInt64, name: String, peers: [PeerAddress]) async throws -> Node {
-        var random = SeededGenerator(seed: seed)
-        let identity = LocalIdentity(
-            signing: try IdentityKeyPair(seed: random.bytes(32)),
-            encryption: try EncryptionKeyPair(secret: random.bytes(32)))
-        let store = try RecordStore.inMemory()
-        try Conversations(store: store, identity: identity).publishProfile(name: name, now: 1)
-        return try await Node(
-            store: store, identity: identity, networkKey: .defaultNetwork,
-            listen: PeerAddress(host: "127.0.0.1", port: 0), peers: peers, discovery: nil)
-    }
-
     @Test("a 16 MiB file arrives intact although the link is cut twice mid-transfer", .timeLimit(.minutes(3)))
     func sixteenMebibytesThroughTwoCuts() async throws {
-        let alice = try await Self.node(seed: 71, name: "Alice", peers: [])
+        let alice = try await LoopbackNodes.node(seed: 71, name: "Alice", peers: [])
         let proxy = try CuttingProxy(target: alice.port)
-        let bob = try await Self.node(
+        let bob = try await LoopbackNodes.node(
             seed: 72, name: "Bob", peers: [PeerAddress(host: "127.0.0.1", port: proxy.port)])
         let aliceEvents = EventLog()
         let bobEvents = EventLog()
