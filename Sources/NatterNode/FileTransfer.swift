@@ -21,6 +21,8 @@ struct FileTransfer {
     private let conversations: Conversations
     /// Fetches the chunks of files this node was asked to fetch, from the links.
     private var fetcher = FileFetcher<LinkID>()
+    /// The link table's `establishedGeneration` the fetcher's peers were last made equal to its links at.
+    private var linksFollowed: UInt64?
 
     init(store: RecordStore, conversations: Conversations) {
         self.store = store
@@ -67,10 +69,13 @@ struct FileTransfer {
 
     /// Keeps the fetcher's peers equal to the established links and runs its timers. Called after every input.
     mutating func maintain(links: inout LinkTable, now: Duration, nowMillis: Int64) -> [NodeAction] {
-        let up = Set(links.establishedLinks.keys)
         var actions = [FetchAction<LinkID>]()
-        for peer in fetcher.peers.subtracting(up).sorted() { actions += fetcher.peerDown(peer, now: now) }
-        for peer in up.subtracting(fetcher.peers).sorted() { actions += fetcher.peerUp(peer, now: now) }
+        if linksFollowed != links.establishedGeneration {  // the links changed: most inputs change none
+            linksFollowed = links.establishedGeneration
+            let up = Set(links.establishedLinks.keys)
+            for peer in fetcher.peers.subtracting(up).sorted() { actions += fetcher.peerDown(peer, now: now) }
+            for peer in up.subtracting(fetcher.peers).sorted() { actions += fetcher.peerUp(peer, now: now) }
+        }
         if let deadline = fetcher.nextDeadline(), deadline <= now { actions += fetcher.tick(now: now) }
         return carryOut(actions, links: &links, nowMillis: nowMillis)
     }

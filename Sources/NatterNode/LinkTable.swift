@@ -131,8 +131,13 @@ struct LinkTable {
     /// Told the kind of each application message sealed (`NodeCore.sentMessageTap`).
     var sentMessageTap: ((LinkID, String, [UInt8]) -> Void)?
 
+    /// Changes whenever the set of established links does: what follows that set (`FileTransfer.maintain`) compares
+    /// it after each input instead of the links themselves.
+    private(set) var establishedGeneration: UInt64 = 0
+
     /// Sets (nil: removes) link `id`, and its summary.
     private mutating func store(_ id: LinkID, _ link: Link?) {
+        let wasEstablished = isEstablished(id)
         if let link {
             summaries[id] = Summary(link)
             links[id] = link
@@ -140,6 +145,7 @@ struct LinkTable {
             links[id] = nil
             summaries[id] = nil
         }
+        if isEstablished(id) != wasEstablished { establishedGeneration &+= 1 }
     }
 
     // MARK: - Reading

@@ -123,8 +123,8 @@ struct TypingRelay {
     mutating func tick(
         links: inout LinkTable, random: inout any RandomNumberGenerator, now: Duration, nowMillis: Int64
     ) -> [NodeAction] {
-        let up = links.establishedLinks
-        buckets = buckets.filter { up[$0.key] != nil }
+        // Forgets the buckets of links gone; no table of every link per tick (most ticks there are none).
+        if !buckets.isEmpty { buckets = buckets.filter { links.isEstablished($0.key) } }
         let due = tracker.tick(now: now)
         var out = [NodeAction]()
         for conversation in due.refresh {
