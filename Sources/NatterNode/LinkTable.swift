@@ -115,7 +115,7 @@ struct LinkTable {
             }
         }
 
-        init(_ established: Established) {
+        init(_ established: borrowing Established) {  // borrowing: no copy of the link (`run`)
             let wakeAt: Duration? =
                 switch (established.session.nextDeadline(), established.closeAt) {
                 case (let session?, let close?): min(session, close)
@@ -301,8 +301,17 @@ struct LinkTable {
     /// reference to each buffer and dictionary of the link (the session's per-feed tables), so nothing is copied.
     private mutating func withEstablished<T>(_ id: LinkID, _ body: (inout Established) -> T) -> T? {
         guard case .established(let box)? = links[id] else { return nil }
-        defer { summaries[id] = Summary(box.value) }
-        return body(&box.value)
+        let (result, summary) = Self.run(body, on: &box.value)
+        summaries[id] = summary
+        return result
+    }
+
+    /// `body` on `established`, then its summary, both within the one access to the box. The summary borrows the
+    /// link: made from an owned copy, it retained every buffer of the link after every call (1.3 % of a fan-out
+    /// member's samples, 1.8 % of a 25-node lab run's).
+    private static func run<T>(_ body: (inout Established) -> T, on established: inout Established) -> (T, Summary) {
+        let result = body(&established)
+        return (result, Summary(established))
     }
 
     /// Bytes for an established link: the channel's events (messages, goodbye, failure).
