@@ -65,6 +65,11 @@ public actor Node: Service {
     private let discovery: DiscoveryService?
     /// Links dialled because of a beacon, and the node tag that beacon carried.
     private var discovered: [ConnectionID: NodeTag] = [:]
+    /// The connections closed last (at most `recentlyClosedMax`), with whom each reached: a dial's continuation and
+    /// its connection's events reach the actor in either order, so a redial learns of its connection only after its
+    /// handshake ended, or after it closed (`noteDialled`).
+    private var recentlyClosed: [(connection: ConnectionID, person: AuthorID?)] = []
+    private static let recentlyClosedMax = 64
     private let clock = ContinuousClock()
     /// When the conversation tables are refreshed after a turn (what the user is not viewing at most every
     /// `RefreshPacing.bulkInterval`; the tick catches up): the rule the lab's nodes follow too.
@@ -471,6 +476,7 @@ public actor Node: Service {
         // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon;
         // before the next suspension, so that the handshake's end (`Redials.linked`) finds the entry.
         redials.addDiscovered(PeerAddress(host: request.host, port: request.port), connection: connection, now: now)
+        noteDialled(connection)
         await discovery.peerConnected(request.tag)
         return true
     }
@@ -531,6 +537,8 @@ public actor Node: Service {
         case .closed(let connection):
             remoteHosts[connection] = nil
             let person = linkedPeers.removeValue(forKey: connection)
+            recentlyClosed.append((connection, person))
+            if recentlyClosed.count > Self.recentlyClosedMax { recentlyClosed.removeFirst() }
             if let tag = discovered.removeValue(forKey: connection) {
                 // The person may still be linked by another connection (both sides dialled and this one lost, or
                 // a redial replaced it): the tag stays linked with that one, or its next beacon would dial again.
@@ -602,7 +610,20 @@ public actor Node: Service {
             Task {
                 let connection = await transport.dial(host: address.host, port: address.port)
                 redials.dialled(address, connection: connection, now: now)
+                if let connection { noteDialled(connection) }
             }
+        }
+    }
+
+    /// Tells `redials` what its dial's `connection` did before the dial's continuation ran: its handshake ended
+    /// (`linkedPeers`), or it closed already (`recentlyClosed`). Without it, a named peer's entry kept a closed
+    /// connection (never redialled), or never learned whom it reached (and dialled them again while linked).
+    private func noteDialled(_ connection: ConnectionID) {
+        if let person = linkedPeers[connection] {
+            redials.linked(connection, person: person, now: now)
+        } else if let closed = recentlyClosed.last(where: { $0.connection == connection }) {
+            if let person = closed.person { redials.linked(connection, person: person, now: now) }
+            redials.closed(connection, now: now)
         }
     }
 
