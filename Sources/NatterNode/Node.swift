@@ -472,13 +472,21 @@ public actor Node: Service {
         let timeout = TimeAmount.nanoseconds(Int64(DiscoveryLimits.dialConnectTimeout / .nanoseconds(1)))
         guard let connection = await transport.dial(host: request.host, port: request.port, connectTimeout: timeout)
         else { return false }
-        discovered[connection] = request.tag
-        // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon;
-        // before the next suspension, so that the handshake's end (`Redials.linked`) finds the entry.
+        // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
         redials.addDiscovered(PeerAddress(host: request.host, port: request.port), connection: connection, now: now)
         noteDialled(connection)
+        // The tag goes with the connection; if it closed before this ran (its `.closed` found no tag), with the
+        // person's other link, if any — else the tag is not linked and its next beacon dials again.
+        let closed = recentlyClosed.last { $0.connection == connection }
+        guard let tagged = closed.map({ otherUntaggedLink(of: $0.person) }) ?? connection else { return true }
+        discovered[tagged] = request.tag
         await discovery.peerConnected(request.tag)
         return true
+    }
+
+    /// An open link to `person` that carries no discovery tag, if any.
+    private func otherUntaggedLink(of person: AuthorID?) -> ConnectionID? {
+        person.flatMap { person in linkedPeers.first { $0.value == person && discovered[$0.key] == nil }?.key }
     }
 
     private func report(_ line: String) {
@@ -542,10 +550,7 @@ public actor Node: Service {
             if let tag = discovered.removeValue(forKey: connection) {
                 // The person may still be linked by another connection (both sides dialled and this one lost, or
                 // a redial replaced it): the tag stays linked with that one, or its next beacon would dial again.
-                let other = person.flatMap { person in
-                    linkedPeers.first { $0.value == person && discovered[$0.key] == nil }?.key
-                }
-                if let other {
+                if let other = otherUntaggedLink(of: person) {
                     discovered[other] = tag
                 } else if let discovery {
                     Task { await discovery.peerDisconnected(tag) }
