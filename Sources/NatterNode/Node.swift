@@ -474,10 +474,9 @@ public actor Node: Service {
         else { return false }
         // Remember the address for a while, so a cut link is redialled with backoff instead of waiting for a beacon.
         redials.addDiscovered(PeerAddress(host: request.host, port: request.port), connection: connection, now: now)
-        noteDialled(connection)
+        let closed = noteDialled(connection)
         // The tag goes with the connection; if it closed before this ran (its `.closed` found no tag), with the
         // person's other link, if any — else the tag is not linked and its next beacon dials again.
-        let closed = recentlyClosed.last { $0.connection == connection }
         guard let tagged = closed.map({ otherUntaggedLink(of: $0.person) }) ?? connection else { return true }
         discovered[tagged] = request.tag
         await discovery.peerConnected(request.tag)
@@ -614,7 +613,7 @@ public actor Node: Service {
             // The actor runs other work while the dial is in flight; `dialled` takes the entry as it is then.
             Task {
                 let connection = await transport.dial(host: address.host, port: address.port)
-                redials.dialled(address, connection: connection, now: now)
+                redials.dialled(address, connection: connection)
                 if let connection { noteDialled(connection) }
             }
         }
@@ -623,13 +622,17 @@ public actor Node: Service {
     /// Tells `redials` what its dial's `connection` did before the dial's continuation ran: its handshake ended
     /// (`linkedPeers`), or it closed already (`recentlyClosed`). Without it, a named peer's entry kept a closed
     /// connection (never redialled), or never learned whom it reached (and dialled them again while linked).
-    private func noteDialled(_ connection: ConnectionID) {
+    /// Returns the connection's close when it closed already, with whom it reached.
+    @discardableResult
+    private func noteDialled(_ connection: ConnectionID) -> (connection: ConnectionID, person: AuthorID?)? {
         if let person = linkedPeers[connection] {
             redials.linked(connection, person: person, now: now)
-        } else if let closed = recentlyClosed.last(where: { $0.connection == connection }) {
-            if let person = closed.person { redials.linked(connection, person: person, now: now) }
-            redials.closed(connection, now: now)
+            return nil
         }
+        guard let closed = recentlyClosed.last(where: { $0.connection == connection }) else { return nil }
+        if let person = closed.person { redials.linked(connection, person: person, now: now) }
+        redials.closed(connection, now: now)
+        return closed
     }
 
     private func nextPause() -> Duration {

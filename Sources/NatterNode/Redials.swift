@@ -131,7 +131,7 @@ struct Redials<Connection: Hashable & Sendable>: Sendable {
 
     /// The dial of `address` ended: connected on `connection`, or not (nil: the next attempt stands). A connection
     /// is not yet a link: the backoff starts over only when its handshake ends (`linked`).
-    mutating func dialled(_ address: PeerAddress, connection: Connection?, now: Duration) {
+    mutating func dialled(_ address: PeerAddress, connection: Connection?) {
         guard var entry = entries[address] else { return }
         entry.connection = connection
         entries[address] = entry

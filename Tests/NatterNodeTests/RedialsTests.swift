@@ -18,6 +18,15 @@ struct RedialsTests {
         Redials(backoff: .shipped, discoveredWindow: Node.discoveredRedialWindow)
     }
 
+    /// Bob named and dialled on connection 2, Alice found by discovery and dialled on connection 1, both at 0.
+    func bobNamedAliceDiscovered() -> Redials<Int> {
+        var redials = redials()
+        redials.addNamed(bob, now: .zero)
+        redials.addDiscovered(alice, connection: 1, now: .zero)
+        #expect(tick(&redials, at: .zero, connection: 2) == [bob])
+        return redials
+    }
+
     /// Runs one tick at `now` with `linked` the people linked: dials every address due, each failing (nil) or
     /// connecting on `connection`.
     func tick(
@@ -27,7 +36,7 @@ struct RedialsTests {
         for address in due {
             let attempted = redials.attempt(address, now: now)
             #expect(attempted)
-            redials.dialled(address, connection: connection, now: now)
+            redials.dialled(address, connection: connection)
         }
         return due
     }
@@ -90,7 +99,7 @@ struct RedialsTests {
         #expect(redials.due(now: redialled) { _ in false }.contains(alice))  // (Bob, still failing, may be due too)
         let attempted = redials.attempt(alice, now: redialled)
         #expect(attempted)
-        redials.dialled(alice, connection: 5, now: redialled)
+        redials.dialled(alice, connection: 5)
         #expect(redials.entries[alice]?.expires == .seconds(200) + Node.discoveredRedialWindow, "not linked yet")
         redials.linked(5, person: alicePerson, now: redialled + .milliseconds(3))
         #expect(redials.entries[alice]?.expires == redialled + .milliseconds(3) + Node.discoveredRedialWindow)
@@ -98,10 +107,7 @@ struct RedialsTests {
 
     @Test("while an address's person is linked by another connection it is not dialled; once they are not, it is")
     func personLinkedElsewhere() {
-        var redials = redials()
-        redials.addNamed(bob, now: .zero)
-        redials.addDiscovered(alice, connection: 1, now: .zero)
-        #expect(tick(&redials, at: .zero, connection: 2) == [bob])
+        var redials = bobNamedAliceDiscovered()
         let bobPerson = AuthorID(bytes: [UInt8](repeating: 2, count: 32))
         redials.linked(1, person: alicePerson, now: .zero)
         redials.linked(2, person: bobPerson, now: .zero)
@@ -120,10 +126,7 @@ struct RedialsTests {
 
     @Test("a discovered dial that never linked is not redialled; a named one keeps its doubling backoff")
     func connectedButNeverLinked() {
-        var redials = redials()
-        redials.addNamed(bob, now: .zero)
-        redials.addDiscovered(alice, connection: 1, now: .zero)
-        #expect(tick(&redials, at: .zero, connection: 2) == [bob])
+        var redials = bobNamedAliceDiscovered()
         redials.closed(1, now: .milliseconds(10))  // refused by the peer (its cap, a ban) before any handshake ended
         redials.closed(2, now: .milliseconds(10))
         #expect(redials.entries[alice] == nil, "its next beacon asks again")
@@ -142,7 +145,7 @@ struct RedialsTests {
         var redials = redials()
         let attempted = redials.attempt(alice, now: .zero)
         #expect(!attempted)
-        redials.dialled(alice, connection: 1, now: .zero)
+        redials.dialled(alice, connection: 1)
         #expect(redials.entries.isEmpty)
     }
 }
