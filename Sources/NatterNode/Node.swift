@@ -229,10 +229,10 @@ public actor Node: Service {
         try body(core.store)
     }
 
-    /// Whether received records wait for their fsync, and the writer's `synchronous` pragma (2: FULL): what the
-    /// durability tests check (DESIGN §6).
-    public func durability() throws -> (deferredCommits: Bool, synchronousMode: Int) {
-        (core.store.hasDeferredCommits, try core.store.synchronousMode())
+    /// Whether received records wait for their fsync, the writer's `synchronous` pragma (2: FULL) and how many syncs
+    /// made deferred commits durable so far: what the durability tests check (DESIGN §6).
+    public func durability() throws -> (deferredCommits: Bool, synchronousMode: Int, syncs: Int) {
+        (core.store.hasDeferredCommits, try core.store.synchronousMode(), core.store.deferredSyncs)
     }
 
     /// Silences a conversation's notices until a time (ms since 1970), or for ever (nil): a local setting.

@@ -236,7 +236,8 @@ enum Schema {
         }
         migrator.registerMigration("v8-durability-mark") { db in
             // One row that `RecordStore.syncDeferred` rewrites with synchronous=FULL: its fsync of the WAL makes
-            // every earlier commit durable (WAL keeps commits in order); SQLite has no other call that syncs the WAL.
+            // every earlier commit durable (WAL keeps commits in order). Since 2026-11-29 only its fallback: it
+            // syncs the WAL file through SQLite's handle instead, when SQLite has one open.
             try db.execute(
                 sql: "CREATE TABLE durability_mark (id INTEGER PRIMARY KEY CHECK (id = 1), syncs INTEGER NOT NULL)")
             try db.execute(sql: "INSERT INTO durability_mark (id, syncs) VALUES (1, 0)")
