@@ -75,7 +75,21 @@ public final class NodeCore {
     /// Authors whose live records go on the priority lane of every link (docs/protocol.md §3.7): this node and the
     /// peers of its established links. Chat between neighbours thus passes a flood queued on a link; records of
     /// authors further away stay bulk (a flood slows multi-hop chat, not chat with a neighbour's author).
-    private var priorityAuthors: Set<AuthorID> { Set(links.connectedPeers.keys).union([identity.author]) }
+    private var priorityAuthors: Set<AuthorID> { neighbourSets.priority }
+
+    /// The peers of the established links (`neighbours`) and `priorityAuthors`, made again only when the link
+    /// table's `establishedGeneration` moved: they were built from every link at each ingest, each store and each
+    /// check ahead (3 % of a lab run's samples), while most inputs change no link.
+    private var neighbourSets: (neighbours: Set<AuthorID>, priority: Set<AuthorID>) {
+        if let cached = neighbourSetsCache, cached.generation == links.establishedGeneration {
+            return (cached.neighbours, cached.priority)
+        }
+        let neighbours = Set(links.connectedPeers.keys)
+        let priority = neighbours.union([identity.author])
+        neighbourSetsCache = (links.establishedGeneration, neighbours, priority)
+        return (neighbours, priority)
+    }
+    private var neighbourSetsCache: (generation: UInt64, neighbours: Set<AuthorID>, priority: Set<AuthorID>)?
 
     /// Records currently held in the causal buffer (bounded by `configuration.causalBuffer`).
     public var causalBufferCount: Int { causalBuffer.count }
@@ -529,7 +543,7 @@ public final class NodeCore {
     /// Evicts relay-only conversations past the quota (`RelayGuard.enforce`), forgetting what is cached and buffered
     /// of them.
     private func enforceRelayQuota(now: Duration) -> [NodeAction] {
-        relay.enforceReporting(now: now, nowMillis: wallClockMillis(now), neighbours: Set(links.connectedPeers.keys)) {
+        relay.enforceReporting(now: now, nowMillis: wallClockMillis(now), neighbours: neighbourSets.neighbours) {
             conversations.forgetCache(of: $0)
             causalBuffer.drop(conversation: $0)
         }

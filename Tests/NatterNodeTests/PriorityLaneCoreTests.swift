@@ -71,3 +71,25 @@ extension NodeCoreTests {
         #expect(try victim.store.logDigest() == flooder.store.logDigest())
     }
 }
+
+extension NodeCoreTests {
+    @Test("a peer linked after the first records were stored is a priority author from then on")
+    func laterNeighbourIsPriority() throws {
+        let net = PipeNetwork()
+        let relay = try net.add("Relay", seed: 81)
+        let alice = try net.add("Alice", seed: 82)
+        let bob = try net.add("Bob", seed: 83)
+        net.connect(alice, relay)
+        net.run()
+        // The relay stores and pushes records while Alice is its only neighbour.
+        _ = try net.group("Before", by: alice, with: [relay])
+        net.connect(bob, relay)
+        net.run()
+        // Bob is a neighbour now: the relay passes his new records to Alice on the priority lane.
+        let before = relay.messagesSentByKind["priority-records", default: 0]
+        let second = try net.group("After", by: bob, with: [relay], now: 20)
+        let stored = try alice.store.feeds(of: second).reduce(0) { $0 + Int($1.stored) }
+        #expect(stored == (try bob.store.appliedRecords(of: second)).count)
+        #expect(relay.messagesSentByKind["priority-records", default: 0] > before)
+    }
+}
