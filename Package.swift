@@ -9,8 +9,10 @@ let strictSettings: [SwiftSetting] = [
 
 // The release executable's idle memory (docs/performance.md, decision 0013): the Swift runtime and Foundation linked
 // statically (only the code natter uses is mapped, no per-library relocations), by lld with packed relative
-// relocations (DT_RELR, glibc ≥ 2.36: a 20 KiB table read at start instead of 2.4 MiB). A linked idle node: 38.8 MiB
-// RSS linked dynamically, about 31 so. Debug builds keep the shared runtime. XCTest and Swift Testing exist only as
+// relocations (DT_RELR, glibc ≥ 2.36: a 20 KiB table read at start instead of 2.4 MiB), exporting no symbols of its
+// own (`--no-export-dynamic`: the toolchain's `-export-dynamic` put every symbol of natter's modules in a 1.6 MiB
+// dynamic symbol table that the loader maps whole and nothing looks up). A linked idle node: 38.8 MiB RSS linked
+// dynamically, about 28 so. Debug builds keep the shared runtime. XCTest and Swift Testing exist only as
 // shared libraries, and test bundles link the `natter` target: a release build of the tests needs
 // NATTER_SHARED_RUNTIME=1 (`NATTER_SHARED_RUNTIME=1 swift build -c release --build-tests`).
 let sharedRuntime = Context.environment["NATTER_SHARED_RUNTIME"] != nil
@@ -21,7 +23,10 @@ let releaseLinkerSettings: [LinkerSetting] =
     ? []
     : [
         .unsafeFlags(
-            ["-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], staticRelease)
+            [
+                "-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                "-Xlinker", "--no-export-dynamic",
+            ], staticRelease)
     ]
 
 let package = Package(
