@@ -31,7 +31,8 @@ public struct ReceiptConfiguration: Sendable, Equatable {
 /// The timing of the node's own automatic writes, as a pure machine: needs in (a conversation has messages past
 /// this node's marks; the rules name this node to re-key), with the time; due writes out (`take`). A receipt that
 /// is needed again within `interval` of the last one waits for the interval's end, so receipts per conversation
-/// stay bounded however fast messages arrive; "read" covers "delivered" (its dependencies carry what the node
+/// stay bounded however fast messages arrive, and every receipt falls on a grid of the interval on the wall clock
+/// (`aligned`), so members' receipts arrive together; "read" covers "delivered" (its dependencies carry what the node
 /// holds), so a conversation being viewed gets one receipt, not two.
 struct AutomaticWrites {
     private struct Due {
@@ -57,11 +58,19 @@ struct AutomaticWrites {
     private var lastReceipt: [ConversationID: Last] = [:]
     /// Each conversation's interval, as last told (`receiptNeeded`).
     private var intervals: [ConversationID: Duration] = [:]
+    /// Conversations whose receipt the last `take` handed out, noted at the time it was due: the write that follows
+    /// (`wrote`) does not note it again at its own, later time, which would move the next receipt off the grid.
+    private var takenReceipts: Set<ConversationID> = []
     /// The conversation this node's user is viewing (receipts there say "read"; `view`).
     private(set) var viewing: ConversationID?
 
-    init(configuration: ReceiptConfiguration) {
+    /// The wall-clock time of the core's zero, in milliseconds since 1970 (`NodeConfiguration.clockOriginMillis`):
+    /// receipts fall on a grid of the wall clock (`aligned`).
+    private let clockOriginMillis: Int64
+
+    init(configuration: ReceiptConfiguration, clockOriginMillis: Int64 = 0) {
         self.configuration = configuration
+        self.clockOriginMillis = clockOriginMillis
     }
 
     /// When the next write is due.
@@ -144,13 +153,27 @@ struct AutomaticWrites {
     /// "delivered").
     mutating func receiptNeeded(in conversation: ConversationID, read: Bool, members: Int, now: Duration) {
         guard configuration.enabled else { return }
+        let interval = configuration.interval(members: members)
         var at = now + configuration.delay
         if let last = lastReceipt[conversation] { at = max(at, last.at + last.interval) }
+        at = aligned(at, to: interval)
         guard var entry = due[conversation] ?? (due.count < Self.conversationsMax ? Due(at: at) : nil) else { return }
         if read { entry.read = true } else { entry.delivered = true }
         entry.at = min(entry.at, at)
         due[conversation] = entry
-        intervals[conversation] = configuration.interval(members: members)
+        intervals[conversation] = interval
+    }
+
+    /// `at`, or the first instant after it that is a whole multiple of `interval` on the wall clock. Every member of
+    /// a conversation then writes its receipts at the same instants (the clocks of a LAN agree to a few
+    /// milliseconds), so each node receives the members' receipts together and stores them in a few turns, not one
+    /// turn each: a turn's commit, fsync and refresh cost about as much for one record as for twenty (issue 18).
+    /// The bound stays one receipt per interval, and a receipt waits at most one interval more than it did.
+    private func aligned(_ at: Duration, to interval: Duration) -> Duration {
+        let step = max(1, interval.wholeMilliseconds)
+        let wall = clockOriginMillis + at.wholeMilliseconds
+        let remainder = ((wall % step) + step) % step
+        return remainder == 0 ? at : at + .milliseconds(step - remainder)
     }
 
     /// The rules make it this node's duty to re-key `conversation`.
@@ -166,7 +189,7 @@ struct AutomaticWrites {
     /// This node wrote a record in `conversation` at `now`: its dependencies say what it holds, so a due
     /// "delivered" is covered; a read receipt covers "read" too.
     mutating func wrote(in conversation: ConversationID, readReceipt: Bool, now: Duration) {
-        if readReceipt { noteReceipt(in: conversation, now: now) }
+        if readReceipt, takenReceipts.remove(conversation) == nil { noteReceipt(in: conversation, now: now) }
         guard var entry = due[conversation] else { return }
         entry.delivered = false
         if readReceipt { entry.read = false }
@@ -176,6 +199,7 @@ struct AutomaticWrites {
     /// The writes due at `now` (`all`: every one scheduled, as a node stops), in a fixed order (re-keys first: a receipt written after them uses the new epoch),
     /// each conversation at most one receipt.
     mutating func take(now: Duration, all: Bool = false) -> [ConversationIntent] {
+        takenReceipts = []
         let ready = due.filter { all || $0.value.at <= now }.keys.sorted()
         guard !ready.isEmpty else { return [] }
         var rekeys = [ConversationIntent]()
@@ -188,7 +212,11 @@ struct AutomaticWrites {
             } else if entry.delivered {
                 receipts.append(.markDelivered(conversation))
             }
-            if entry.read || entry.delivered { noteReceipt(in: conversation, now: now) }
+            // The time it was due, not the tick's (a busy node's tick comes late): the next one keeps to the grid.
+            if entry.read || entry.delivered {
+                noteReceipt(in: conversation, now: all ? now : min(now, entry.at))
+                takenReceipts.insert(conversation)
+            }
         }
         lastReceipt = lastReceipt.filter { now - $0.value.at < $0.value.interval }
         intervals = intervals.filter { due[$0.key] != nil || lastReceipt[$0.key] != nil }

@@ -55,7 +55,8 @@ public final class NodeCore {
         refreshes = RefreshSchedule(delay: configuration.conversationRefreshDelay)
         files = FileTransfer(store: store, conversations: conversations)
         typing = TypingRelay(identity: identity, conversations: conversations)
-        automatic = AutomaticWrites(configuration: configuration.receipts)
+        automatic = AutomaticWrites(
+            configuration: configuration.receipts, clockOriginMillis: configuration.clockOriginMillis)
         causalBuffer = CausalBuffer(limits: configuration.causalBuffer)
         ownHeads = OwnHeadsGuard(store: store, me: identity.author)
         // A fresh Noise static key per run: it is bound to the identity by a signature in every handshake.

@@ -63,9 +63,44 @@ struct AutomaticWritesTests {
         writes.receiptNeeded(in: chat, read: true, members: 3, now: .seconds(2))
         writes.wrote(in: chat, readReceipt: true, now: .seconds(2) + .milliseconds(50))
         #expect(writes.take(now: .seconds(3)).isEmpty)
-        // The hand-written read receipt counts for the interval: the next one waits for it.
+        // The hand-written read receipt counts for the interval: the next one waits for it (2.21 s), then for the
+        // grid of the interval (160 ms for three members): 2.24 s.
         writes.receiptNeeded(in: chat, read: true, members: 3, now: .seconds(2) + .milliseconds(60))
-        #expect(writes.nextDeadline == .seconds(2) + .milliseconds(50) + ReceiptConfiguration().interval(members: 3))
+        #expect(ReceiptConfiguration().interval(members: 3) == .milliseconds(160))
+        #expect(writes.nextDeadline == .milliseconds(2_240))
+    }
+
+    @Test("members write their receipts at the same wall-clock instants, whenever the message reached each")
+    func receiptsOnOneGrid() {
+        // Three members of a 25-person group (interval 1.92 s), their cores started at different wall-clock times;
+        // messages reach them at different moments. Each writes at most once per interval, on multiples of it.
+        let interval = ReceiptConfiguration().interval(members: 25).wholeMilliseconds
+        let origins: [Int64] = [1_700_000_000_123, 1_700_000_004_567, 1_700_000_009_001]
+        var written = [[Int64]](repeating: [], count: origins.count)
+        let start = origins.max()! + 10_000  // wall-clock time when the group starts talking
+        for (index, origin) in origins.enumerated() {
+            var writes = AutomaticWrites(configuration: ReceiptConfiguration(), clockOriginMillis: origin)
+            // A message every 500 ms, reaching member `index` 37 ms × index after the first.
+            var now = Duration.milliseconds(start - origin + 37 * Int64(index))
+            while now < .milliseconds(start - origin + 30_000) {
+                writes.receiptNeeded(in: chat, read: true, members: 25, now: now)
+                now += .milliseconds(500)
+                // A busy node's tick comes late: the grid holds all the same.
+                let late = now + .milliseconds(40 * Int64(index))
+                if let due = writes.nextDeadline, due <= late, !writes.take(now: late).isEmpty {
+                    written[index].append(origin + due.wholeMilliseconds)
+                    writes.wrote(in: chat, readReceipt: true, now: late)  // the node writes it then (`NodeCore.author`)
+                }
+            }
+        }
+        for times in written {
+            #expect(times.count >= 13, "a receipt every interval or so: \(times.count)")
+            #expect(times.allSatisfy { $0 % interval == 0 }, "on the grid: \(times.map { $0 % interval })")
+            #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 >= interval }, "one per interval")
+        }
+        // The members' receipts meet: most instants are shared by all three.
+        let shared = Set(written[0]).intersection(written[1]).intersection(written[2])
+        #expect(shared.count >= written.map(\.count).min()! - 2)
     }
 
     @Test("re-keys come before receipts; conversations in a fixed order; off means nothing")
