@@ -498,12 +498,17 @@ public actor Node: Service {
 
     private func handle(_ events: [TCPTransport.Event]) {
         var received = 0
+        // The inputs of one batch share one fsync: only a turn that sends syncs before the batch's end (`TurnPlan`).
+        holdingDurability = true
         for event in events {
             if case .received(_, let bytes) = event { received += bytes.count }
             handle(event)
             // A neighbour's chat in the viewed conversation stored: shown now, not after the rest of the turn's events.
             if core.storedSinceRefresh.viewedPriority { refresh() }
         }
+        holdingDurability = false
+        // The batch ends durable; a store that cannot sync has closed every link (`syncStore`).
+        _ = syncStore()
         // A refresh of what is not shown at once waits for the interval (the tick catches it up).
         refresh(after: .received(bytes: received))
     }
@@ -751,10 +756,11 @@ public actor Node: Service {
     /// Carries out a turn's actions: its events first (a received message shows as soon as it is committed), then
     /// the turn's ingests are made durable (`syncDeferred`: the core commits them unsynced), then its sends and
     /// closes in order. So no byte leaves this node — a credit, a receipt, a relayed record — while a record it
-    /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk.
+    /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk — or,
+    /// within a batch of transport events (`holdingDurability`), the batch does.
     private func perform(_ actions: [NodeAction]) {
         if let timer, let deadline = core.nextDeadline(), deadline < timer.until { armTimer() }
-        for step in TurnPlan.steps(actions) {
+        for step in TurnPlan.steps(actions, endsDurable: !holdingDurability) {
             turnObserver?(step)
             switch step {
             case .event(let event):
@@ -795,6 +801,10 @@ public actor Node: Service {
             continuation.yield(event)
         }
     }
+
+    /// Set while the actor carries out a batch of transport events: a turn that sends nothing leaves its commits to
+    /// the next turn's sync, and the batch ends with one (`handle(_: [TCPTransport.Event])`).
+    private var holdingDurability = false
 
     /// Called on the actor with each step of every turn as it is carried out (tests that compare the node's turns
     /// with the lab's). Must not block.

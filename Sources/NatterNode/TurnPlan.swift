@@ -21,11 +21,17 @@ public enum TurnPlan {
     /// A turn's actions as steps: every event first, then one `makeDurable`, then the sends and closes in the order
     /// the core gave them. So no byte leaves the node — a credit, a receipt, a relayed record — before what the turn
     /// stored is on disk, and every turn ends with its commits durable.
-    public static func steps(_ actions: [NodeAction]) -> [Step] {
+    ///
+    /// A driver that carries out several inputs in a row (the node actor's batch of transport events: what arrived
+    /// while it was busy) passes `endsDurable` false for all but the last: a turn that sends nothing then leaves its
+    /// commits to the next turn's sync, so the batch pays one fsync, not one per input (a group's receipts arrive
+    /// together, decision 0014). A turn that sends still syncs first; the batch's last turn ends durable.
+    public static func steps(_ actions: [NodeAction], endsDurable: Bool = true) -> [Step] {
         var steps = [Step]()
         steps.reserveCapacity(actions.count + 1)
         for case .event(let event) in actions { steps.append(.event(event)) }
-        steps.append(.makeDurable)
+        let sends = actions.contains { if case .event = $0 { false } else { true } }
+        if sends || endsDurable { steps.append(.makeDurable) }
         for action in actions {
             switch action {
             case .send(let link, let bytes): steps.append(.send(link, bytes))

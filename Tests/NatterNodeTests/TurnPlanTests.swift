@@ -29,6 +29,16 @@ struct TurnPlanTests {
         #expect(letters(TurnPlan.steps([])) == ["d"], "every turn ends with its commits durable")
     }
 
+    @Test("inside a batch a turn that sends nothing leaves its sync to the next; one that sends still syncs first")
+    func batchSharesTheSync() {
+        let quiet: [NodeAction] = [.event(.notice("a")), .event(.notice("b"))]
+        #expect(letters(TurnPlan.steps(quiet, endsDurable: false)) == ["e", "e"])
+        #expect(letters(TurnPlan.steps(quiet, endsDurable: true)) == ["e", "e", "d"])
+        let sending: [NodeAction] = [.event(.notice("a")), .send(LinkID(1), [1]), .close(LinkID(2))]
+        #expect(letters(TurnPlan.steps(sending, endsDurable: false)) == ["e", "d", "s1", "c2"])
+        #expect(letters(TurnPlan.steps([.close(LinkID(3))], endsDurable: false)) == ["d", "c3"])
+    }
+
     @Test("a chat turn in the viewed conversation refreshes at once; anything else waits 250 ms, or for its priority")
     func pacing() {
         var pacing = RefreshPacing()
