@@ -213,8 +213,9 @@ struct AutomaticWrites {
                 receipts.append(.markDelivered(conversation))
             }
             // The time it was due, not the tick's (a busy node's tick comes late): the next one keeps to the grid.
+            // (`all` takes some not yet due: those count from now.)
             if entry.read || entry.delivered {
-                noteReceipt(in: conversation, now: all ? now : min(now, entry.at))
+                noteReceipt(in: conversation, now: min(now, entry.at))
                 takenReceipts.insert(conversation)
             }
         }

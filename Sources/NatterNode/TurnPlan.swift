@@ -23,9 +23,9 @@ public enum TurnPlan {
     /// stored is on disk, and every turn ends with its commits durable.
     ///
     /// A driver that carries out several inputs in a row (the node actor's batch of transport events: what arrived
-    /// while it was busy) passes `endsDurable` false for all but the last: a turn that sends nothing then leaves its
-    /// commits to the next turn's sync, so the batch pays one fsync, not one per input (a group's receipts arrive
-    /// together, decision 0014). A turn that sends still syncs first; the batch's last turn ends durable.
+    /// while it was busy) passes `endsDurable` false for each of them and makes its commits durable once the batch
+    /// is done: a turn that sends nothing leaves its commits to the next sync, so the batch pays one fsync, not one
+    /// per input (a group's receipts arrive together, decision 0014). A turn that sends still syncs first.
     public static func steps(_ actions: [NodeAction], endsDurable: Bool = true) -> [Step] {
         var steps = [Step]()
         steps.reserveCapacity(actions.count + 1)
