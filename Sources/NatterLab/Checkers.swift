@@ -63,7 +63,7 @@ extension Simulation {
         for position in 0..<ledger.count {
             let entry = ledger[position]
             guard entry.mustReach || nodes[entry.author].isUp, !ledger.isBeyondFork(position) else { continue }
-            for node in live where (try? node.store.record(entry.ref)) == nil {
+            for node in live where (try? node.store.holds(entry.ref)) != true {
                 lost += 1
                 example = example ?? "\(entry.kind) \(entry.id) by \(nodes[entry.author].name) missing on \(node.name)"
             }

@@ -215,7 +215,7 @@ extension Simulation {
                     .forkSequence != nil
             }
             let bothSpread = ledger.branches(of: feed).allSatisfy { position in
-                live.contains { (try? nodes[$0].store.record(ledger[position].ref)) != nil }
+                live.contains { (try? nodes[$0].store.holds(ledger[position].ref)) == true }
             }
             if !known && !bothSpread { ledger.dropFork(feed) }
         }

@@ -588,22 +588,31 @@ public final class RecordStore: Sendable {
     /// position: there is no index of ids, whose random keys would cost every ingest transaction a page write per
     /// record (docs/performance.md); `RecordRef` carries both.
     public func record(at position: RecordPosition) throws -> NatterModel.Record? {
-        try read { db in
-            try Data.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT bytes FROM record WHERE conversation = ? AND author = ? AND sequence = ?
-                            AND length(bytes) > 0
-                        """),
-                arguments: position.arguments
-            )
-            .map { try NatterModel.Record.decode(Array($0)) }
-        }
+        try column("bytes", at: position).map { try NatterModel.Record.decode(Array($0)) }
     }
 
     /// The record `ref` names, if held: the one at its position, when its id matches.
     public func record(_ ref: RecordRef) throws -> NatterModel.Record? {
         try record(at: ref.position).flatMap { $0.id == ref.id ? $0 : nil }
+    }
+
+    /// Whether the record `ref` names is held with its body: `record(ref) != nil` without reading and decoding the
+    /// body (the lab asks it of every record on every node at the end of a run).
+    public func holds(_ ref: RecordRef) throws -> Bool {
+        try column("id", at: ref.position) == Data(ref.id.bytes)
+    }
+
+    /// One blob column (`bytes` or `id`) of the record held at `position` with its body.
+    private func column(_ name: StaticString, at position: RecordPosition) throws -> Data? {
+        try read { db in
+            try Data.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(name) FROM record WHERE conversation = ? AND author = ? AND sequence = ?
+                            AND length(bytes) > 0
+                        """),
+                arguments: position.arguments)
+        }
     }
 
     /// Up to `limit` records of one feed from sequence `from` on, in sequence order (what sync streams).

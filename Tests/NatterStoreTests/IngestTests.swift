@@ -214,12 +214,17 @@ struct RecordLogByPositionTests {
     @Test("a record is read back by its ref only at its own position; a ref with another id finds nothing")
     func readByRef() throws {
         let alice = try Writer(seed: 21)
-        let records = try (0..<3).map { _ in try alice.write(conversationID("refs")) }
+        let records = try (0..<4).map { _ in try alice.write(conversationID("refs")) }
         let store = try RecordStore.inMemory()
-        _ = try store.ingest(records.map(\.bytes), receivedAtMillis: 1)
-        for record in records { #expect(try store.record(record.ref) == record) }
+        _ = try store.ingest(records.dropLast().map(\.bytes), receivedAtMillis: 1)
+        for record in records.dropLast() {
+            #expect(try store.record(record.ref) == record)
+            #expect(try store.holds(record.ref))
+        }
+        #expect(try !store.holds(records[3].ref))
         let wrong = RecordRef(id: records[0].id, position: records[1].header.position)
         #expect(try store.record(wrong) == nil)
+        #expect(try !store.holds(wrong))
         #expect(try store.record(at: records[1].header.position) == records[1])
         #expect(try store.receiveTimes(of: [records[2].ref, wrong]) == [records[2].id: 1])
     }
