@@ -16,6 +16,10 @@ struct Dissemination {
     /// parent is left to the first link to bring a *new* record (`Limits.syncTreeRegraftRace`). At most
     /// `Limits.syncFeedParentsMax` feeds (expired entries are dropped when it is full; past it, a graft races not).
     private var racing: [FeedKey: Duration] = [:]
+    /// REROUTEs from links that were not the feed's parent when they came, and until when they count: if the link
+    /// becomes the parent meanwhile (it brought a new record first), its supply is the changed one and the feed
+    /// races as if the REROUTE came then (`Limits.syncTreeRegraftRace`). Bounded as `racing` is.
+    private var reroutedBy: [FeedKey: (link: LinkID, until: Duration)] = [:]
 
     /// Feeds whose parent is `link` here.
     func parentCount(of link: LinkID) -> Int { feedParents.count(of: link) }
@@ -30,16 +34,26 @@ struct Dissemination {
     /// `link` delivered these new records and copies of records already held: it becomes the parent of the new
     /// records' feeds (grafted back if we had pruned it: its records crossed our PRUNE), and it is pruned for the
     /// copies' feeds whose parent is another link, unless they race after a graft. A link being left takes no part.
+    /// A feed whose parent it becomes after it sent a REROUTE of it (`reroutedBy`) races as that REROUTE asked.
     mutating func delivered(
-        on id: LinkID, stored: [StoredRecord], copies: [FeedKey], links: inout LinkTable, now: Duration
+        on id: LinkID, stored: [StoredRecord], copies: [FeedKey], links: inout LinkTable,
+        storedHead: (FeedKey) -> UInt64, now: Duration
     ) -> SessionActions {
         guard let peer = links.peer(of: id), links.isLeaving(id) == false else { return [] }
         var newest = [FeedKey: UInt64]()
         for record in stored { newest[record.feed] = max(newest[record.feed] ?? 0, record.sequence) }
         var parented = [FeedKey]()
+        var rerouted = [FeedKey]()
         for feed in newest.keys.sorted() {
+            let before = feedParents.parent(of: feed)
             feedParents.delivered(feed, at: newest[feed]!, by: id)
-            if feedParents.parent(of: feed) == id { parented.append(feed) }
+            guard feedParents.parent(of: feed) == id else { continue }
+            parented.append(feed)
+            if before != id, let reroute = reroutedBy.removeValue(forKey: feed), reroute.link == id,
+                reroute.until > now, !isRacing(feed, now: now)
+            {
+                rerouted.append(feed)
+            }
         }
         // The author's own link is never pruned for its feed: the tree's root stays attached to every neighbour.
         // A new link races every feed for a while (`Limits.syncTreeNewLinkRace`).
@@ -57,7 +71,9 @@ struct Dissemination {
             if !prune.isEmpty { actions += session.prune(prune, now: now) }
             return actions
         }
-        return [(id, actions ?? [])]
+        var out: SessionActions = [(id, actions ?? [])]
+        for feed in rerouted { out += regraft(feed, links: &links, storedHead: storedHead, now: now) }
+        return out + announceReroute(rerouted, except: id, links: &links, now: now)
     }
 
     /// Feeds whose parent link is gone are grafted back on every link that pruned them, from the first record the
@@ -117,11 +133,15 @@ struct Dissemination {
     /// The peer on `id` rerouted these feeds: those it is the parent of here, and that are not racing already, are
     /// grafted back on the other links so their next records race along every path, and the REROUTE goes on to the
     /// links this node pushes them to. A feed races once per `Limits.syncTreeRegraftRace`, so a REROUTE never
-    /// circles.
+    /// circles. The others are remembered for that long (`reroutedBy`): the link may become their parent yet.
     mutating func rerouted(
         _ feeds: [FeedKey], from id: LinkID, links: inout LinkTable, storedHead: (FeedKey) -> UInt64, now: Duration
     ) -> SessionActions {
         let ours = feeds.filter { feedParents.parent(of: $0) == id && !isRacing($0, now: now) }
+        if reroutedBy.count >= Limits.syncFeedParentsMax { reroutedBy = reroutedBy.filter { $0.value.until > now } }
+        for feed in feeds where feedParents.parent(of: feed) != id && reroutedBy.count < Limits.syncFeedParentsMax {
+            reroutedBy[feed] = (id, now + Limits.syncTreeRegraftRace)
+        }
         var out = SessionActions()
         for feed in ours { out += regraft(feed, links: &links, storedHead: storedHead, now: now) }
         out += announceReroute(ours, except: id, links: &links, now: now)

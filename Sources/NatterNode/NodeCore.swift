@@ -459,7 +459,9 @@ public final class NodeCore {
         out += storedLocally(stored, now: now)
         if !stored.isEmpty { relay.noteStored(now: now) }
         out += carryOut(
-            trees.delivered(on: id, stored: fromLink + sorted.ahead, copies: sorted.copies, links: &links, now: now),
+            trees.delivered(
+                on: id, stored: fromLink + sorted.ahead, copies: sorted.copies, links: &links,
+                storedHead: store.storedHead, now: now),
             now: now)
         // A record applied here has every dependency applied: only those still waiting can reveal a lagging feed.
         let appliedIDs = Set((storeReport.applied + drained.applied).map(\.id))

@@ -157,8 +157,9 @@ struct ToolkitTests {
 
     @Test("shrink turns a seeded failure of a broken node into a smaller failing run that replays")
     func shrinkEarlyApply() throws {
-        // The first of a dozen seeds whose random faults let the broken node apply early: which seed does depends on
-        // every timing rule of the node, and is not what this test is about.
+        // The first of 40 seeds whose random faults let the broken node apply early: which seed does depends on
+        // every timing rule of the node, and is not what this test is about (seed 2 until a REROUTE heard from a
+        // link not the parent counted, seed 24 since: a record stored ahead of its dependencies is rare).
         func broken(_ seed: UInt64) -> LabConfiguration {
             var configuration = Self.jittery(seed: seed)
             configuration.randomFaults = true
@@ -166,7 +167,7 @@ struct ToolkitTests {
             return configuration
         }
         let seed = try #require(
-            try (UInt64(1)...12).first { LabShrink.signatures(of: try Lab.run(broken($0))).contains("causal order") })
+            try (UInt64(1)...40).first { LabShrink.signatures(of: try Lab.run(broken($0))).contains("causal order") })
         let configuration = broken(seed)
         var shrink = LabShrink(configuration)
         shrink.runsMax = 25
