@@ -188,7 +188,7 @@ extension Simulation {
             logDigest: digest, recordsHeld: held, spreads: spreads, partitionSpans: partitionSpans,
             crashTimes: crashTimes,
             nodes: configuration.nodes, coverage: coverage, plan: plan.materialized(configuration),
-            sequence: sequence)
+            sequence: sequence, slow: slow)
     }
 }
 

@@ -171,12 +171,34 @@ extension Simulation {
         node.appliedEvents += 1
         if node.appliedEvents % LabLimits.spotCheckEvery == 0 { spotCheck(ref, on: index) }
         guard let position = ledger.applied(ref.id, by: index, at: now) else { return }
+        noteIfSlow(position, on: index)
         checkCausalOrder(position, on: index)
         breakOnApplied(position, by: index)
         if phase == .settle, ledger[position].mustReach, node.isUp {
             pendingCopies -= 1
             if pendingCopies == 0 { settled() }
         }
+    }
+
+    /// Notes the delivery of the ledger entry at `position` to node `index` if it took longer than the run's
+    /// `--slow` threshold (measured from when its author applied it), with the path its feed's tree took.
+    private func noteIfSlow(_ position: Int, on index: Int) {
+        guard let threshold = configuration.slowThreshold, phase == .workload,
+            slow.count < LabLimits.slowDeliveriesMax
+        else { return }
+        let entry = ledger[position]
+        guard let written = entry.appliedAt[entry.author], now - written > threshold else { return }
+        let (conversation, author) = (entry.ref.position.conversation, nodes[entry.author].author)
+        var path = [index]
+        while path.last != entry.author, path.count <= nodes.count,
+            let parent = nodes[path.last!].core?.treeParent(conversation: conversation, author: author),
+            let next = nodes.firstIndex(where: { $0.author == parent })
+        {
+            path.append(next)
+        }
+        slow.append(
+            LabReport.SlowDelivery(
+                kind: entry.kind, author: entry.author, receiver: index, at: now, took: now - written, path: path))
     }
 
     /// Causal delivery, checked for every record applied: each of its dependencies (its feed predecessor and its

@@ -9,6 +9,9 @@ public enum LabLimits {
     /// setting); at 6 (target 5) they have 3–4 hops, and each node's share of the forwarding stays near 1/N.
     public static let degreeMax = 6
 
+    /// Slow deliveries a report lists at most (`LabConfiguration.slowThreshold`): 20, the first ones.
+    public static let slowDeliveriesMax = 20
+
     /// How long a node that starts listens before its first dials: 200 ms, one interval of discovery's start burst
     /// (`DiscoveryLimits.burstInterval`). It then picks its first peers at random among every node it heard, instead
     /// of dialling the first few to answer: when many nodes start together, dialling at once links the earliest
@@ -167,6 +170,10 @@ public struct LabConfiguration: Sendable, Equatable {
     /// spends differs (25 nodes check each record once instead of 25 times). Off (`--separate-signature-checks`):
     /// each node checks every record it stores, as a real one does, for measuring a node's own cost.
     public var sharedSignatureChecks = true
+    /// With a threshold (`--slow D`), the report lists the first `LabLimits.slowDeliveriesMax` deliveries of the
+    /// workload that took longer, each with the path its feed's tree took to that node then (`LabReport.slow`).
+    /// Read only: the run is the same with or without it.
+    public var slowThreshold: Duration?
 
     public init() {}
 
@@ -183,6 +190,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if duration <= .zero { return "--duration must be positive" }
         if pushInterval < .zero { return "--push-interval must not be negative" }
         if let refreshDelay, refreshDelay < .zero { return "--refresh-delay must not be negative" }
+        if let slowThreshold, slowThreshold < .zero { return "--slow must not be negative" }
         let operations = rate * seconds(duration)
         if operations > Double(LabLimits.operationsMax) {
             return "rate × duration must stay within \(LabLimits.operationsMax) operations"
@@ -236,6 +244,7 @@ public struct LabConfiguration: Sendable, Equatable {
         if pushInterval != NatterSync.Limits.syncPushInterval {
             words.append("--push-interval \(formatDuration(pushInterval))")
         }
+        if let slowThreshold { words.append("--slow \(formatDuration(slowThreshold))") }
         return words.joined(separator: " ")
     }
 }

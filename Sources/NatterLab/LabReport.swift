@@ -121,4 +121,19 @@ public struct LabReport: Sendable, Equatable {
     public let plan: LabConfiguration
     /// The frames of the message-sequence diagram, when one was asked for.
     public let sequence: SequenceLog?
+    /// The first deliveries over `LabConfiguration.slowThreshold`, when one was given.
+    public let slow: [SlowDelivery]
+
+    /// A delivery that took longer than the run's `--slow` threshold, and the path its feed's tree took then: the
+    /// receiving node, its parent for the feed, that node's parent, … up to the author (or to a node with none).
+    public struct SlowDelivery: Sendable, Equatable {
+        public let kind: OperationKind
+        public let author: Int
+        public let receiver: Int
+        /// When it was applied, since the run began.
+        public let at: Duration
+        public let took: Duration
+        /// Node indexes from the receiver up the tree; ends at the author when the tree reaches it.
+        public let path: [Int]
+    }
 }

@@ -65,6 +65,12 @@ extension LabReport {
         } else {
             lines.append("delivery latency: no deliveries")
         }
+        for delivery in slow {
+            let path = delivery.path.map { "n\($0)" }.joined(separator: " ← ")
+            lines.append(
+                "slow: \(delivery.kind.rawValue) by n\(delivery.author) reached n\(delivery.receiver) at "
+                    + "\(formatSeconds(delivery.at)) after \(formatMillis(delivery.took)); its tree: \(path)")
+        }
         lines.append(String(format: "busiest node: %@ sent %.1f%% of frames", busiestNode, busiestShare * 100))
         lines.append("overlay at the workload's start: \(overlayAtStart.map(String.init(describing:)) ?? "-")")
         lines.append("overlay at the end: \(overlayAtEnd.map(String.init(describing:)) ?? "-")")
@@ -125,6 +131,16 @@ extension LabReport {
             ])
         } else {
             object["latency_ms"] = .null
+        }
+        if configuration.slowThreshold != nil {
+            object["slow_deliveries"] = .array(
+                slow.map { delivery in
+                    .object([
+                        "kind": .string(delivery.kind.rawValue), "author": .string("n\(delivery.author)"),
+                        "receiver": .string("n\(delivery.receiver)"), "at_ms": millis(delivery.at),
+                        "took_ms": millis(delivery.took), "path": .array(delivery.path.map { .string("n\($0)") }),
+                    ])
+                })
         }
         return JSON.object(object).rendered + "\n"
     }

@@ -113,6 +113,8 @@ final class Simulation {
     var maxDegreeSeen = 0
     var maxCausalBufferSeen = 0
     var spotChecks = 0
+    /// The workload's first deliveries over `configuration.slowThreshold` (`LabReport.slow`).
+    var slow: [LabReport.SlowDelivery] = []
     var overlayAtStart: OverlayShape?
     var overlayAtEnd: OverlayShape?
     var coverage = LabCoverage()

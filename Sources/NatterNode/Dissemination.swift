@@ -24,6 +24,9 @@ struct Dissemination {
     /// Feeds whose parent is `link` here.
     func parentCount(of link: LinkID) -> Int { feedParents.count(of: link) }
 
+    /// The link `feed`'s live records come from here (its tree parent), if any.
+    func parentLink(of feed: FeedKey) -> LinkID? { feedParents.parent(of: feed) }
+
     /// How much the trees use established link `id` (nil: not established, or leaving): the feeds it is the parent
     /// of here, plus the feeds whose trees cross it (`SyncSession.treeFeeds`).
     func load(of id: LinkID, in links: LinkTable) -> Int? {

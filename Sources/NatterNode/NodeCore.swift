@@ -132,6 +132,12 @@ public final class NodeCore {
     /// room, the one with the least load costs the trees least.
     public func treeLoad(of id: LinkID) -> Int? { trees.load(of: id, in: links) }
 
+    /// The peer this node gets the live records of `author`'s feed in `conversation` from (its parent in the feed's
+    /// tree), if any: what the lab follows to show the path a slow delivery took.
+    public func treeParent(conversation: ConversationID, author: AuthorID) -> AuthorID? {
+        trees.parentLink(of: FeedKey(conversation: conversation, author: author)).flatMap { links.peer(of: $0) }
+    }
+
     // MARK: - Inputs
 
     public func handle(_ input: NodeInput, now: Duration) -> [NodeAction] {

@@ -74,6 +74,13 @@ struct LabOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
+            "List the workload's first deliveries slower than this, each with the path its feed's tree took.",
+            valueName: "DURATION"),
+        transform: durationArgument)
+    var slow: Duration?
+
+    @Option(
+        help: ArgumentHelp(
             "Refresh the conversation tables this long after records arrive, instead of after each turn as the node "
                 + "does (faster sweeps; not what ships).",
             valueName: "DURATION"),
@@ -94,6 +101,7 @@ struct LabOptions: ParsableArguments {
         if let degreeMax { configuration.degreeMax = degreeMax }
         if let degreeTarget { configuration.degreeTarget = degreeTarget }
         if let pushInterval { configuration.pushInterval = pushInterval }
+        if let slow { configuration.slowThreshold = slow }
         configuration.refreshDelay = refreshDelay
     }
 }

@@ -184,6 +184,24 @@ struct ToolkitTests {
         #expect(minimal.commandLine.contains("--variant early-apply"))
     }
 
+    @Test("--slow lists the first slow deliveries with the tree path up to their author, and changes nothing")
+    func slowDeliveries() throws {
+        var configuration = smallConfiguration(seed: 3)
+        let plain = try Lab.run(configuration)
+        configuration.slowThreshold = .zero
+        let listed = try Lab.run(configuration)
+        #expect(plain.slow.isEmpty)
+        #expect(listed.logDigest == plain.logDigest && listed.frames == plain.frames)
+        #expect(listed.slow.count == LabLimits.slowDeliveriesMax)
+        for delivery in listed.slow {
+            #expect(delivery.took > .zero && delivery.receiver != delivery.author)
+            // From the receiver up its parents to the author, no node twice.
+            #expect(delivery.path.first == delivery.receiver && delivery.path.last == delivery.author)
+            #expect(Set(delivery.path).count == delivery.path.count)
+        }
+        #expect(listed.text.contains("slow: "))
+    }
+
     @Test("a passing run has nothing to shrink")
     func shrinkRefusesPassingRun() {
         #expect(throws: LabError.self) { try LabShrink(smallConfiguration(seed: 3)).run() }
