@@ -63,6 +63,8 @@ extension Simulation {
         for position in 0..<ledger.count {
             let entry = ledger[position]
             guard entry.mustReach || nodes[entry.author].isUp, !ledger.isBeyondFork(position) else { continue }
+            // `try?`: a store that cannot be read counts as not holding the record, so the run fails with it as lost
+            // rather than passing over it.
             for node in live where (try? node.store.holds(entry.ref)) != true {
                 lost += 1
                 example = example ?? "\(entry.kind) \(entry.id) by \(nodes[entry.author].name) missing on \(node.name)"

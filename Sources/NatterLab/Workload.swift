@@ -208,8 +208,9 @@ extension Simulation {
     /// that crashed for good, and the other branch's records are due everywhere as usual.
     private func forgetForksThatStayedHome(live: [Int]) {
         for (feed, _) in ledger.forks.sorted(by: { ($0.key.conversation, $0.key.author) < ($1.key.conversation, $1.key.author) }) {
-            // `try?` (here and in `forksKnownEverywhere`): a store that cannot be read counts as not knowing the
-            // fork, so the run keeps the fork in its checks rather than passing over it.
+            // `try?` (here, in `bothSpread` and in `forksKnownEverywhere`): a store that cannot be read counts as not
+            // knowing the fork and not holding its branch, so the run keeps the fork in its checks rather than
+            // passing over it.
             let known = live.contains { index in
                 ((try? nodes[index].store.feeds(of: feed.conversation))?.first { $0.author == feed.author })?
                     .forkSequence != nil
