@@ -147,26 +147,20 @@ public final class RecordStore: Sendable {
             // In memory there is no fsync to skip: the two pragmas would only be compiled and run for nothing (each
             // compiles anew: a pragma statement expires itself), 2 % of a lab run's samples.
             let onDisk = memoryQueue == nil
-            if onDisk { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-            var result: T?
+            if onDisk { try db.setSynchronous(.normal) }
             let changesBefore = db.totalChangesCount
-            let outcome = Result {
-                try db.inTransaction(.immediate) {
-                    result = try updates(db)
-                    return .commit
-                }
-            }
+            let outcome = Result { try db.inImmediateTransaction { try updates(db) } }
             do {
-                if onDisk { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                if onDisk { try db.setSynchronous(.full) }
             } catch {
                 // Every later commit would skip its fsync: no write is accepted any more (`checkDurable`).
                 durabilityLost.withLock { $0 = true }
                 throw StoreError.database("cannot restore synchronous=FULL after an unsynced commit: \(error)")
             }
-            try outcome.get()
+            let result = try outcome.get()
             // A transaction that changed nothing (every record a duplicate) wrote nothing to make durable.
             if deferred && db.totalChangesCount != changesBefore { deferredCommits.withLock { $0 = true } }
-            return result!
+            return result
         }
     }
 
@@ -254,7 +248,7 @@ public final class RecordStore: Sendable {
     /// Binds the store to `identity` on first use and refuses a store written by another identity afterwards.
     public func bind(to identity: AuthorID, directory: String) throws(StoreError) {
         do {
-            let matches: Bool = try writer.write { db in
+            let matches: Bool = try writer.writeTransaction { db in
                 if let existing = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'identity'") {
                     return existing == Data(identity.bytes)
                 }
@@ -431,7 +425,7 @@ public final class RecordStore: Sendable {
     /// One ingest transaction, fsynced at commit (`.synced`) or not (`.deferred`: remembered for `syncDeferred`
     /// when it changed anything).
     private func write<T>(_ durability: IngestDurability, _ updates: (Database) throws -> T) throws -> T {
-        durability == .synced ? try writer.write(updates) : try writeUnsynced(updates, deferred: true)
+        durability == .synced ? try writer.writeTransaction(updates) : try writeUnsynced(updates, deferred: true)
     }
 
     /// Below this many records a batch is checked on the calling thread (a live message: no hand-off to other
@@ -455,7 +449,7 @@ public final class RecordStore: Sendable {
         try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
-            try writer.write { db in
+            try writer.writeTransaction { db in
                 var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
                 let record = try Self.prepareOwn(
                     OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
@@ -518,7 +512,7 @@ public final class RecordStore: Sendable {
     {
         try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
-        let (results, committed) = try writer.write { db in
+        let (results, committed) = try writer.writeTransaction { db in
             var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
             var results = [Result<NatterModel.Record, any Error>]()
             for append in appends {
@@ -837,7 +831,7 @@ extension RecordStore {
         var index = 0
         while index < records.count {
             let slice = records[index..<min(index + batchSize, records.count)]
-            try writer.write { db in
+            try writer.writeTransaction { db in
                 let statement = try db.cachedStatement(
                     sql: """
                         INSERT INTO record (id, conversation, author, sequence, kind, epoch, lamport, created_ms,
@@ -933,7 +927,7 @@ extension RecordStore {
 extension RecordStore {
     /// Remembers peers named on the command line ("HOST:PORT"), so later starts dial them without being told.
     public func rememberPeers(_ addresses: [String], atMillis: Int64) throws {
-        try writer.write { db in
+        try writer.writeTransaction { db in
             for address in addresses {
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO named_peer (address, added_ms) VALUES (?, ?)",

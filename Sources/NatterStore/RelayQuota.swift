@@ -117,7 +117,7 @@ extension RecordStore {
         guard !victims.isEmpty else { return RelayEnforcement(evicted: [], remaining: usage) }
         // Feed rows and records go: the cache forgets everything, whether or not the transaction commits.
         defer { invalidateCaches() }
-        try writer.write { db in
+        try writer.writeTransaction { db in
             for conversation in victims {
                 let key = Data(conversation.bytes)
                 for table in ["record", "fork_evidence", "feed"] {
@@ -184,7 +184,7 @@ extension RecordStore {
 
     /// Evicted conversations and when, evicted since `sinceMillis` (older entries are deleted).
     public func evictedConversations(sinceMillis: Int64) throws -> [ConversationID: Int64] {
-        try writer.write { db in
+        try writer.writeTransaction { db in
             try db.execute(sql: "DELETE FROM evicted_conversation WHERE evicted_ms < ?", arguments: [sinceMillis])
             var result = [ConversationID: Int64]()
             for row in try Row.fetchAll(db, sql: "SELECT id, evicted_ms FROM evicted_conversation") {
@@ -196,7 +196,7 @@ extension RecordStore {
 
     /// Forgets that `conversation` was evicted (the node was invited into it: it is fetched normally again).
     public func forgetEviction(_ conversation: ConversationID) throws {
-        try writer.write { db in
+        try writer.writeTransaction { db in
             try db.execute(
                 sql: "DELETE FROM evicted_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
         }
@@ -211,7 +211,7 @@ extension RecordStore {
     @discardableResult
     public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
         defer { invalidateCaches() }  // feed rows and bodies change: the caches forget everything
-        return try writer.write { db in
+        return try writer.writeTransaction { db in
             var dropped = 0
             for author in authors {
                 let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]

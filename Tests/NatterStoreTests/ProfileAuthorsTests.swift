@@ -82,4 +82,30 @@ struct LiveFeedTests {
         #expect(receipt.header.dependencies == VectorClock([alice.id: 3]))
         #expect(try !alice.conversations.snapshot(of: group).lockedOut)
     }
+
+    @Test("saving a feed updates its row in place, and a changed junk mark is written both ways")
+    func junkMarkSaved() throws {
+        let (alice, _, group, flood) = try floodedGroup(seed: 32, authors: 3, perAuthor: 1)
+        _ = try alice.store.ingest(flood.map(\.bytes), receivedAtMillis: 1)
+        try alice.conversations.refreshChanged()
+        func feed(_ author: AuthorID) throws -> FeedState? {
+            try alice.store.feeds(of: group).first { $0.author == author }
+        }
+        let author = flood[0].header.author
+        var state = try #require(try feed(author))
+        #expect(!state.isJunk)
+        state.isJunk = true
+        state.lastReceivedMillis = 7
+        try alice.store.writer.writeTransaction { db in try state.save(db) }
+        alice.store.invalidateCaches()
+        #expect(try feed(author) == state)
+        #expect(try !alice.store.liveFeeds(of: group).contains { $0.author == author })
+        state.isJunk = false
+        state.lastReceivedMillis = 9
+        try alice.store.writer.writeTransaction { db in try state.save(db) }
+        alice.store.invalidateCaches()
+        #expect(try feed(author) == state)
+        #expect(try alice.store.liveFeeds(of: group).contains { $0.author == author })
+        #expect(try alice.store.feeds(of: group).count == 4, "Alice's feed and the three others, no row added")
+    }
 }
