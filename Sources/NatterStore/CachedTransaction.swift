@@ -36,10 +36,3 @@ extension Database {
 
 /// The two `synchronous` levels the writer switches between: `full` fsyncs every commit, `normal` none.
 enum SynchronousLevel { case normal, full }
-
-extension DatabaseWriter {
-    /// `write` through `Database.inImmediateTransaction`.
-    func writeTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
-        try writeWithoutTransaction { db in try db.inImmediateTransaction { try updates(db) } }
-    }
-}

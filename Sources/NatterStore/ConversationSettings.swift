@@ -41,7 +41,7 @@ extension Conversations {
     /// Writes one setting of a conversation this node can read; `ConversationError.noSuchConversation` otherwise.
     private func setting(_ conversation: ConversationID, column: String, to value: Int64?) throws {
         let key = Data(conversation.bytes)
-        try store.writer.writeTransaction { db in
+        try store.writeTransaction { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM conversation WHERE id = ?", arguments: [key]) != nil else {
                 throw ConversationError.noSuchConversation
             }

@@ -76,7 +76,7 @@ extension RecordStore {
     /// Stores chunks under their ids (the caller checked each id is its bytes' hash; a chunk held already is kept).
     public func storeChunks(_ chunks: [(ChunkID, [UInt8])], nowMillis: Int64) throws {
         guard !chunks.isEmpty else { return }
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             let insert = try db.cachedStatement(
                 sql: "INSERT OR IGNORE INTO chunk (id, bytes, stored_ms) VALUES (?, ?, ?)")
             for (id, bytes) in chunks { try insert.execute(arguments: [Data(id.bytes), Data(bytes), nowMillis]) }
@@ -106,7 +106,7 @@ extension RecordStore {
     /// Drops chunks (a file no longer wanted, or a corrupted chunk); returns how many were stored.
     @discardableResult
     public func dropChunks(_ ids: [ChunkID]) throws -> Int {
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             var dropped = 0
             for id in ids {
                 try db.execute(sql: "DELETE FROM chunk WHERE id = ?", arguments: [Data(id.bytes)])

@@ -73,7 +73,7 @@ extension RecordStore {
     public func doubtOwnHeads(_ doubt: OwnHeadsDoubt) throws(StoreError) {
         guard ownHeadsDoubt == nil else { return }
         do {
-            try writer.writeTransaction { db in
+            try writeTransaction { db in
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('own_heads_doubt', ?)",
                     arguments: [Data(doubt.rawValue.utf8)])
@@ -89,7 +89,7 @@ extension RecordStore {
     public func confirmOwnHeads() throws(StoreError) -> OwnHeadsDoubt? {
         guard let doubt = ownHeadsDoubt else { return nil }
         do {
-            try writer.writeTransaction { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'own_heads_doubt'") }
+            try writeTransaction { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'own_heads_doubt'") }
         } catch {
             throw .database("\(error)")
         }
@@ -119,7 +119,7 @@ extension RecordStore {
             }
             if unmoved { return }
             // The new marker and the doubt commit together: a crash in between must not leave the move forgotten.
-            doubt = try writer.writeTransaction { db in
+            doubt = try writeTransaction { db in
                 let stored = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'home'")
                     .map { String(decoding: $0, as: UTF8.self) }
                 guard stored != home.text else { return try Self.storedDoubt(db) }

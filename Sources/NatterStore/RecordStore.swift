@@ -22,9 +22,10 @@ public final class RecordStore: Sendable {
     private let lock: DataDirectoryLock?
     /// Whether a `.deferred` ingest committed since the last `syncDeferred` (set and cleared on the writer's queue).
     private let deferredCommits = Mutex(false)
-    /// Set when `synchronous=FULL` could not be restored on the writer: from then on nothing is written, since a
-    /// commit that returned might not be on disk.
-    private let durabilityLost = Mutex(false)
+    /// The writer's `synchronous` level as last set (nil: unknown, after a switch failed). It is switched only when a
+    /// transaction needs the other level — to NORMAL for an unsynced one, back to FULL before any other write — not
+    /// twice around every unsynced one: each switch compiles a pragma (1.7 % of a fan-out member's CPU).
+    private let writerLevel = Mutex<SynchronousLevel?>(.full)
     /// `deferredSyncs`.
     private let syncsMade = Mutex(0)
     /// Checks started ahead of ingest (`verifyAhead`).
@@ -143,25 +144,31 @@ public final class RecordStore: Sendable {
     /// `syncDeferred`.
     private func writeUnsynced<T>(_ updates: (Database) throws -> T, deferred: Bool) throws -> T {
         try writer.writeWithoutTransaction { db in
-            try checkDurable()
-            // In memory there is no fsync to skip: the two pragmas would only be compiled and run for nothing (each
-            // compiles anew: a pragma statement expires itself), 2 % of a lab run's samples.
-            let onDisk = memoryQueue == nil
-            if onDisk { try db.setSynchronous(.normal) }
+            try level(.normal, db)
             let changesBefore = db.totalChangesCount
-            let outcome = Result { try db.inImmediateTransaction { try updates(db) } }
-            do {
-                if onDisk { try db.setSynchronous(.full) }
-            } catch {
-                // Every later commit would skip its fsync: no write is accepted any more (`checkDurable`).
-                durabilityLost.withLock { $0 = true }
-                throw StoreError.database("cannot restore synchronous=FULL after an unsynced commit: \(error)")
-            }
-            let result = try outcome.get()
+            let result = try db.inImmediateTransaction { try updates(db) }
             // A transaction that changed nothing (every record a duplicate) wrote nothing to make durable.
             if deferred && db.totalChangesCount != changesBefore { deferredCommits.withLock { $0 = true } }
             return result
         }
+    }
+
+    /// One write transaction fsynced at its commit (`synchronous=FULL`): every write of the store but
+    /// `writeUnsynced`'s goes through here (or through GRDB's migrator, at open, before any switch).
+    func writeTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
+        try writer.writeWithoutTransaction { db in
+            try level(.full, db)
+            return try db.inImmediateTransaction { try updates(db) }
+        }
+    }
+
+    /// Puts the writer at `wanted` unless it is there already (on the writer's queue). In memory there is no fsync to
+    /// make or skip: nothing is switched. A switch that fails leaves the level unknown, so the next one is made.
+    private func level(_ wanted: SynchronousLevel, _ db: Database) throws {
+        guard memoryQueue == nil, writerLevel.withLock({ $0 }) != wanted else { return }
+        writerLevel.withLock { $0 = nil }
+        try db.setSynchronous(wanted)
+        writerLevel.withLock { $0 = wanted }
     }
 
     /// How an ingest commits. Received records exist elsewhere (their author holds them durably), so a node may
@@ -186,11 +193,11 @@ public final class RecordStore: Sendable {
     /// 3 % of a fan-out member's CPU (a page, a commit and the WAL lock per turn).
     public func syncDeferred() throws(StoreError) {
         do {
-            try checkDurable()
             try writer.writeWithoutTransaction { db in
                 guard deferredCommits.withLock({ $0 }) else { return }
                 // In memory nothing reaches a disk: no fsynced commit to make (2 % of a lab run's time).
                 if memoryQueue == nil, try !Self.syncWAL(db) {
+                    try level(.full, db)
                     try db.executeCached(sql: "UPDATE durability_mark SET syncs = syncs + 1 WHERE id = 1")
                 }
                 deferredCommits.withLock { $0 = false }
@@ -226,16 +233,13 @@ public final class RecordStore: Sendable {
         return try writer.writeWithoutTransaction(body)
     }
 
-    /// Throws when the writer's durability could not be restored (`durabilityLost`).
-    private func checkDurable() throws(StoreError) {
-        if durabilityLost.withLock({ $0 }) {
-            throw .database("commits are no longer durable (synchronous=FULL could not be restored); restart the node")
-        }
-    }
-
-    /// The writer's `synchronous` pragma (2 = FULL): exposed so tests can prove durability is configured.
+    /// The writer's `synchronous` pragma as a durable write finds it (2 = FULL; `writeTransaction` switches back
+    /// from an unsynced write's NORMAL first): exposed so tests can prove durability is configured.
     public func synchronousMode() throws -> Int {
-        try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        try writer.writeWithoutTransaction { db in
+            try level(.full, db)
+            return try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+        }
     }
 
     /// Runs SQLite's integrity check; "ok" when the file is sound.
@@ -248,7 +252,7 @@ public final class RecordStore: Sendable {
     /// Binds the store to `identity` on first use and refuses a store written by another identity afterwards.
     public func bind(to identity: AuthorID, directory: String) throws(StoreError) {
         do {
-            let matches: Bool = try writer.writeTransaction { db in
+            let matches: Bool = try writeTransaction { db in
                 if let existing = try Data.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'identity'") {
                     return existing == Data(identity.bytes)
                 }
@@ -425,7 +429,7 @@ public final class RecordStore: Sendable {
     /// One ingest transaction, fsynced at commit (`.synced`) or not (`.deferred`: remembered for `syncDeferred`
     /// when it changed anything).
     private func write<T>(_ durability: IngestDurability, _ updates: (Database) throws -> T) throws -> T {
-        durability == .synced ? try writer.writeTransaction(updates) : try writeUnsynced(updates, deferred: true)
+        durability == .synced ? try writeTransaction(updates) : try writeUnsynced(updates, deferred: true)
     }
 
     /// Below this many records a batch is checked on the calling thread (a live message: no hand-off to other
@@ -446,10 +450,9 @@ public final class RecordStore: Sendable {
         conversation: ConversationID, kind: RecordKind, epoch: EpochID, createdAtMillis: Int64,
         identity: IdentityKeyPair, makePayload: (RecordHeader) throws -> [UInt8]
     ) throws -> NatterModel.Record {
-        try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
         let (record, committed) = try withoutActuallyEscaping(makePayload) { makePayload in
-            try writer.writeTransaction { db in
+            try writeTransaction { db in
                 var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
                 let record = try Self.prepareOwn(
                     OwnAppend(conversation: conversation, kind: kind, epoch: epoch, makePayload: makePayload),
@@ -510,9 +513,8 @@ public final class RecordStore: Sendable {
     public func appendOwn(_ appends: [OwnAppend], createdAtMillis: Int64, identity: IdentityKeyPair) throws
         -> [Result<NatterModel.Record, any Error>]
     {
-        try checkDurable()
         if let doubt = ownHeadsDoubt { throw StoreError.ownHeadsUnconfirmed(doubt) }
-        let (results, committed) = try writer.writeTransaction { db in
+        let (results, committed) = try writeTransaction { db in
             var session = IngestSession(db: db, receivedAtMillis: createdAtMillis, feedCache: feedCache)
             var results = [Result<NatterModel.Record, any Error>]()
             for append in appends {
@@ -831,7 +833,7 @@ extension RecordStore {
         var index = 0
         while index < records.count {
             let slice = records[index..<min(index + batchSize, records.count)]
-            try writer.writeTransaction { db in
+            try writeTransaction { db in
                 let statement = try db.cachedStatement(
                     sql: """
                         INSERT INTO record (id, conversation, author, sequence, kind, epoch, lamport, created_ms,
@@ -927,7 +929,7 @@ extension RecordStore {
 extension RecordStore {
     /// Remembers peers named on the command line ("HOST:PORT"), so later starts dial them without being told.
     public func rememberPeers(_ addresses: [String], atMillis: Int64) throws {
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             for address in addresses {
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO named_peer (address, added_ms) VALUES (?, ?)",

@@ -60,16 +60,16 @@ extension RecordStore {
     public func relayUsage(member: AuthorID, neighbours: Set<AuthorID> = []) throws -> [RelayUsage] {
         try read { db in
             let candidates = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT conversation, MIN(author), MAX(author = ?), SUM(stored_sequence), SUM(stored_bytes),
-                        MAX(last_received_ms)
-                    FROM feed
-                    WHERE stored_sequence > 0
-                      AND conversation NOT IN (SELECT id FROM conversation WHERE is_member = 1)
-                      AND conversation NOT IN (SELECT id FROM dirty_conversation)
-                    GROUP BY conversation
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT conversation, MIN(author), MAX(author = ?), SUM(stored_sequence), SUM(stored_bytes),
+                            MAX(last_received_ms)
+                        FROM feed
+                        WHERE stored_sequence > 0
+                          AND conversation NOT IN (SELECT id FROM conversation WHERE is_member = 1)
+                          AND conversation NOT IN (SELECT id FROM dirty_conversation)
+                        GROUP BY conversation
+                        """),
                 arguments: [Data(member.bytes)])
             var usage = [RelayUsage]()
             for row in candidates {
@@ -117,7 +117,7 @@ extension RecordStore {
         guard !victims.isEmpty else { return RelayEnforcement(evicted: [], remaining: usage) }
         // Feed rows and records go: the cache forgets everything, whether or not the transaction commits.
         defer { invalidateCaches() }
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             for conversation in victims {
                 let key = Data(conversation.bytes)
                 for table in ["record", "fork_evidence", "feed"] {
@@ -152,7 +152,9 @@ extension RecordStore {
     /// (`possiblyRelayOnly`): what `relayUsage` leaves out until the refresh, for an estimate that must not.
     public func pendingRelayBytes(member: AuthorID) throws -> [ConversationID: Int] {
         let pending = try read { db in
-            try Data.fetchAll(db, sql: "SELECT id FROM dirty_conversation").map { ConversationID(bytes: $0) }
+            try Data.fetchAll(db.cachedStatement(sql: "SELECT id FROM dirty_conversation")).map {
+                ConversationID(bytes: $0)
+            }
         }
         let candidates = try possiblyRelayOnly(Set(pending), member: member)
         return try read { db in
@@ -169,7 +171,8 @@ extension RecordStore {
     /// Of `conversations`, those that may be relay-only: not known to the derived tables as conversations this node
     /// is a member of, and not written in by `member`. A conversation not derived yet counts (its membership cannot
     /// be told), so the answer errs towards relay-only: it feeds an upper estimate (`RelayTally`).
-    public func possiblyRelayOnly(_ conversations: Set<ConversationID>, member: AuthorID) throws -> Set<ConversationID> {
+    public func possiblyRelayOnly(_ conversations: Set<ConversationID>, member: AuthorID) throws -> Set<ConversationID>
+    {
         try read { db in
             let statement = try db.cachedStatement(
                 sql: """
@@ -184,7 +187,7 @@ extension RecordStore {
 
     /// Evicted conversations and when, evicted since `sinceMillis` (older entries are deleted).
     public func evictedConversations(sinceMillis: Int64) throws -> [ConversationID: Int64] {
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             try db.execute(sql: "DELETE FROM evicted_conversation WHERE evicted_ms < ?", arguments: [sinceMillis])
             var result = [ConversationID: Int64]()
             for row in try Row.fetchAll(db, sql: "SELECT id, evicted_ms FROM evicted_conversation") {
@@ -196,7 +199,7 @@ extension RecordStore {
 
     /// Forgets that `conversation` was evicted (the node was invited into it: it is fetched normally again).
     public func forgetEviction(_ conversation: ConversationID) throws {
-        try writer.writeTransaction { db in
+        try writeTransaction { db in
             try db.execute(
                 sql: "DELETE FROM evicted_conversation WHERE id = ?", arguments: [Data(conversation.bytes)])
         }
@@ -211,7 +214,7 @@ extension RecordStore {
     @discardableResult
     public func reduceJunk(conversation: ConversationID, authors: [AuthorID]) throws -> Int {
         defer { invalidateCaches() }  // feed rows and bodies change: the caches forget everything
-        return try writer.writeTransaction { db in
+        return try writeTransaction { db in
             var dropped = 0
             for author in authors {
                 let arguments: StatementArguments = [Data(conversation.bytes), Data(author.bytes)]
@@ -236,6 +239,8 @@ extension RecordStore {
     /// Whether some conversation's derived state is pending (`dirty_conversation`): its membership cannot be told
     /// yet, so the relay quota leaves it out until the refresh, and checks again after.
     public func hasPendingConversations() throws -> Bool {
-        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)") ?? false }
+        try read { db in
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM dirty_conversation)")) ?? false
+        }
     }
 }

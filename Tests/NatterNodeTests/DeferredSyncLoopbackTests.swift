@@ -16,7 +16,7 @@ import Testing
 
 @Suite("Deferred ingest durability on real nodes")
 struct DeferredSyncLoopbackTests {
-    @Test("received records are synced in the turn that stored them, and the writer stays synchronous=FULL")
+    @Test("received records are synced in the turn that stored them, and durable writes still run at synchronous=FULL")
     func receivedRecordsAreSyncedEachTurn() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("natter-sync-\(UUID().uuidString)")
             .path
@@ -53,7 +53,7 @@ struct DeferredSyncLoopbackTests {
         }
         let durability = try await bob.node.durability()
         #expect(!durability.deferredCommits)
-        // The deferred path was taken (a sync per turn that stored), and the pragma was restored.
+        // The deferred path was taken (a sync per turn that stored), and a durable write finds the writer at FULL.
         #expect(durability.syncs - syncsBefore >= 10, "syncs \(syncsBefore) → \(durability.syncs)")
         #expect(durability.synchronousMode == 2)
     }

@@ -17,10 +17,15 @@ struct CachedTransactionTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-tx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let pool = try DatabasePool(path: directory.appendingPathComponent("t.sqlite").path)
-        try pool.writeTransaction { db in
+        try transaction(pool) { db in
             try db.execute(sql: "CREATE TABLE t (x INTEGER NOT NULL UNIQUE ON CONFLICT ROLLBACK)")
         }
         return (pool, directory.path)
+    }
+
+    /// A write transaction through the store's helper, on a pool of the test's own.
+    func transaction<T>(_ pool: DatabasePool, _ body: (Database) throws -> T) throws -> T {
+        try pool.writeWithoutTransaction { db in try db.inImmediateTransaction { try body(db) } }
     }
 
     func values(_ pool: DatabasePool) throws -> [Int] {
@@ -31,15 +36,15 @@ struct CachedTransactionTests {
     func commitAndRollback() throws {
         let (pool, directory) = try pool()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try pool.writeTransaction { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
+        try transaction(pool) { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
         #expect(throws: Refused.self) {
-            try pool.writeTransaction { db in
+            try transaction(pool) { db in
                 try db.execute(sql: "INSERT INTO t (x) VALUES (2)")
                 throw Refused()
             }
         }
         pool.writeWithoutTransaction { db in #expect(!db.isInsideTransaction) }
-        let three = try pool.writeTransaction { db in
+        let three = try transaction(pool) { db in
             try db.execute(sql: "INSERT INTO t (x) VALUES (3)")
             return 3
         }
@@ -51,9 +56,9 @@ struct CachedTransactionTests {
     func sqliteRolledBack() throws {
         let (pool, directory) = try pool()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try pool.writeTransaction { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
+        try transaction(pool) { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
         do {
-            try pool.writeTransaction { db in
+            try transaction(pool) { db in
                 try db.execute(sql: "INSERT INTO t (x) VALUES (2)")
                 try db.execute(sql: "INSERT INTO t (x) VALUES (1)")  // ON CONFLICT ROLLBACK: SQLite ends it
             }
@@ -63,7 +68,7 @@ struct CachedTransactionTests {
         }
         pool.writeWithoutTransaction { db in #expect(!db.isInsideTransaction) }
         #expect(try values(pool) == [1])
-        try pool.writeTransaction { db in try db.execute(sql: "INSERT INTO t (x) VALUES (4)") }
+        try transaction(pool) { db in try db.execute(sql: "INSERT INTO t (x) VALUES (4)") }
         #expect(try values(pool) == [1, 4])
     }
 
@@ -79,5 +84,23 @@ struct CachedTransactionTests {
             try db.setSynchronous(.full)
             #expect(try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2)
         }
+    }
+
+    @Test("the writer runs an unsynced write at NORMAL, every other at FULL, and switches only when needed")
+    func levelsFollowTheWrites() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-lv-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try RecordStore.open(directory: directory.path)
+        func level(_ db: Database) throws -> Int? { try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        func current() throws -> Int? { try store.writer.writeWithoutTransaction(level) }
+        #expect(try current() == 2)
+        #expect(try store.writeDerived(level) == 1)
+        #expect(try current() == 1, "left at NORMAL: the next unsynced write switches nothing")
+        #expect(try store.writeDerived(level) == 1)
+        #expect(try store.writeTransaction(level) == 2, "a durable write after an unsynced one runs at FULL")
+        #expect(try current() == 2)
+        _ = try store.writeDerived(level)
+        #expect(try store.synchronousMode() == 2)
     }
 }

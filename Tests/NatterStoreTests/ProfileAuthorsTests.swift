@@ -96,13 +96,13 @@ struct LiveFeedTests {
         #expect(!state.isJunk)
         state.isJunk = true
         state.lastReceivedMillis = 7
-        try alice.store.writer.writeTransaction { db in try state.save(db) }
+        try alice.store.writeTransaction { db in try state.save(db) }
         alice.store.invalidateCaches()
         #expect(try feed(author) == state)
         #expect(try !alice.store.liveFeeds(of: group).contains { $0.author == author })
         state.isJunk = false
         state.lastReceivedMillis = 9
-        try alice.store.writer.writeTransaction { db in try state.save(db) }
+        try alice.store.writeTransaction { db in try state.save(db) }
         alice.store.invalidateCaches()
         #expect(try feed(author) == state)
         #expect(try alice.store.liveFeeds(of: group).contains { $0.author == author })

@@ -183,6 +183,11 @@ def main():
         times = [node.arrivals.get(text) for node in receivers]
         arrived = [t - at for t in times if t is not None]
         deliveries += arrived
+        if os.environ.get("FANOUT_SLOW"):  # each delivery over 200 ms: (member, ms)
+            slow = [(node.index, round((t - at) * 1000)) for node, t in zip(receivers, times)
+                    if t is not None and t - at > 0.2]
+            if slow:
+                print(f"slow: message {m} from node{m % n} at", slow)
         if len(arrived) < len(receivers):
             lost += 1
         else:
