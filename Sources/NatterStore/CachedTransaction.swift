@@ -23,10 +23,10 @@ extension Database {
         }
     }
 
-    /// Sets `PRAGMA synchronous` through SQLite itself: the pragma takes effect as it
-    /// is compiled and expires its statement, so it cannot be cached, and GRDB's `execute(sql:)` added its own
-    /// statement bookkeeping to SQLite's compile (together 6 % of a receiving node's CPU with `BEGIN` and `COMMIT`,
-    /// perf 2026-11-29). GRDB tracks nothing this pragma changes.
+    /// Sets `PRAGMA synchronous` through SQLite itself: the pragma takes effect as it is compiled and expires its
+    /// statement, so it cannot be cached, and GRDB's `execute(sql:)` added its own statement bookkeeping to SQLite's
+    /// compile (with GRDB's `BEGIN` and `COMMIT`, 6 % of a receiving node's CPU, perf 2026-11-29). GRDB tracks
+    /// nothing this pragma changes. `RecordStore.level` switches only when a transaction needs the other level.
     func setSynchronous(_ level: SynchronousLevel) throws {
         let sql = level == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL"
         let code = sqlite3_exec(sqliteConnection, sql, nil, nil, nil)
@@ -34,5 +34,5 @@ extension Database {
     }
 }
 
-/// The two `synchronous` levels the writer switches between: `full` fsyncs every commit, `normal` none.
+/// The two `synchronous` levels the writer switches between: `full` fsyncs every commit, `normal` only checkpoints.
 enum SynchronousLevel { case normal, full }

@@ -99,9 +99,9 @@ public struct FeedState: Equatable, Sendable {
             ).map(FeedState.init(row:)))
     }
 
-    /// Writes this feed's row. An existing row whose junk mark stays is updated in place, its key and mark untouched: SQLite then leaves the
-    /// partial index `feed_live` alone, where `INSERT OR REPLACE` deleted and reinserted the row and its index entry —
-    /// a page more in the WAL for every record stored (one in five of a live record's pages).
+    /// Writes this feed's row. An existing row whose junk mark stays is updated in place, its key and mark untouched:
+    /// SQLite then leaves the partial index `feed_live` alone, where `INSERT OR REPLACE` deleted and reinserted the row
+    /// and its index entry — a page more in the WAL for every record stored (one in five of a live record's pages).
     func save(_ db: Database) throws {
         let update = try db.cachedStatement(
             sql: """
