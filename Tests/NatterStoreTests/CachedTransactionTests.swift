@@ -13,15 +13,24 @@ struct CachedTransactionTests {
 
     /// A pool on a fresh file (WAL, as the store's) with one table whose UNIQUE conflict makes SQLite itself roll the
     /// whole transaction back.
-    func pool() throws -> (DatabasePool, String) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-tx-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    func pool() throws -> (DatabasePool, URL) {
+        let directory = try freshDirectory("natter-tx")
         let pool = try DatabasePool(path: directory.appendingPathComponent("t.sqlite").path)
         try transaction(pool) { db in
             try db.execute(sql: "CREATE TABLE t (x INTEGER NOT NULL UNIQUE ON CONFLICT ROLLBACK)")
         }
-        return (pool, directory.path)
+        return (pool, directory)
     }
+
+    /// A new directory of the test's own under the temporary directory.
+    func freshDirectory(_ prefix: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    /// Removes a test's directory; `try?`: one left behind in the temporary directory harms no test or result.
+    func remove(_ directory: URL) { try? FileManager.default.removeItem(at: directory) }
 
     /// A write transaction through the store's helper, on a pool of the test's own.
     func transaction<T>(_ pool: DatabasePool, _ body: (Database) throws -> T) throws -> T {
@@ -35,7 +44,7 @@ struct CachedTransactionTests {
     @Test("a commit is visible; a body that throws writes nothing; the next transaction reuses the statements")
     func commitAndRollback() throws {
         let (pool, directory) = try pool()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { remove(directory) }
         try transaction(pool) { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
         #expect(throws: Refused.self) {
             try transaction(pool) { db in
@@ -55,7 +64,7 @@ struct CachedTransactionTests {
     @Test("when SQLite rolled the transaction back itself, its error comes out, not a failed second rollback")
     func sqliteRolledBack() throws {
         let (pool, directory) = try pool()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { remove(directory) }
         try transaction(pool) { db in try db.execute(sql: "INSERT INTO t (x) VALUES (1)") }
         do {
             try transaction(pool) { db in
@@ -75,7 +84,7 @@ struct CachedTransactionTests {
     @Test("setSynchronous switches the connection's level both ways")
     func synchronousSwitch() throws {
         let (pool, directory) = try pool()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { remove(directory) }
         try pool.writeWithoutTransaction { db in
             try db.setSynchronous(.full)
             #expect(try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2)
@@ -88,9 +97,8 @@ struct CachedTransactionTests {
 
     @Test("the writer runs an unsynced write at NORMAL, every other at FULL, and switches only when needed")
     func levelsFollowTheWrites() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("natter-lv-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directory = try freshDirectory("natter-lv")
+        defer { remove(directory) }
         let store = try RecordStore.open(directory: directory.path)
         func level(_ db: Database) throws -> Int? { try Int.fetchOne(db, sql: "PRAGMA synchronous") }
         func current() throws -> Int? { try store.writer.writeWithoutTransaction(level) }
