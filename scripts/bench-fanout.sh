@@ -7,7 +7,8 @@
 # Usage: sudo scripts/bench-fanout.sh [--nodes N] [--messages K] [--interval SECONDS] [--binary PATH]
 # (default: 25 nodes, 40 messages, 0.5 s, .build/release/natter). Everything it makes (the namespace, the processes,
 # the data directories) is removed on exit, even on failure; the run is bounded in time; processes are stopped by PID.
-# With FANOUT_SLOW=1 in the environment it also lists every delivery slower than 200 ms (message, member, ms).
+# With FANOUT_SLOW=1 in the environment it also lists every delivery slower than 200 ms (message, member, ms), with
+# when its sender showed the message as written (a delay there is the sender's, not the network's).
 set -euo pipefail
 
 nodes=25

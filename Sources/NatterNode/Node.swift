@@ -174,11 +174,18 @@ public actor Node: Service {
     /// fsync for their content (group commit); none is reported written, or sent, before its commit.
     public nonisolated func submit(_ intents: [ConversationIntent]) -> WriteTicket {
         let ticket = WriteTicket()
+        if Self.tracing { Self.trace("submit \(intents.count)") }
         switch writes.put(intents, ticket) {
         case nil:
             ticket.resolve(intents.map { _ in .failure(NodeError.busy) })
         case true?:
-            Task { await self.drainWrites() }
+            // Queued on the node's own thread, not through a task: a task first waits for a thread of Swift's shared
+            // cooperative pool, which a busy front end holds (rendering events), and a person's line waited behind it
+            // while the node took turn after turn of received records (issue 18: up to 217 ms with 25 members).
+            thread.loop.execute {
+                // The loop is this actor's executor: the closure runs isolated to it.
+                self.assumeIsolated { node in node.drainWrites() }
+            }
         case false?:
             break  // a drain is scheduled and will take these too
         }
@@ -200,9 +207,11 @@ public actor Node: Service {
             return
         }
         let intents = pending.flatMap(\.intents)
+        if Self.tracing { Self.trace("drain \(intents.count)") }
         let (results, actions) = traced(.author(markRead: intents.map(Self.marksRead))) {
             core.author(intents, now: $0)
         }
+        if Self.tracing { Self.trace("authored") }
         perform(actions)
         refresh()
         var offset = 0
@@ -228,6 +237,15 @@ public actor Node: Service {
     func inspectStore<T: Sendable>(_ body: @Sendable (RecordStore) throws -> T) rethrows -> T {
         try body(core.store)
     }
+
+    /// Holds the actor's thread until `release` answers true, asking every 2 ms (tests that make transport events
+    /// pile up into one batch: the transport's channels keep receiving on their own threads, decision 0015).
+    func holdTurns(until release: () -> Bool) {
+        while !release() { usleep(2_000) }
+    }
+
+    /// Bytes received per link waiting for the node's next turn (tests, with `holdTurns`).
+    nonisolated func bytesWaiting() -> [Int] { inbox.bytesWaiting().sorted { $0.key.raw < $1.key.raw }.map(\.value) }
 
     /// Whether received records wait for their fsync, the writer's `synchronous` pragma (2: FULL) and how many syncs
     /// made deferred commits durable so far: what the durability tests check (DESIGN §6).
@@ -498,19 +516,40 @@ public actor Node: Service {
 
     private func handle(_ events: [TCPTransport.Event]) {
         var received = 0
-        // The inputs of one batch share one fsync: only a turn that sends syncs before the batch's end (`TurnPlan`).
-        holdingDurability = true
+        // The inputs of one batch are one turn (`TurnPlan.Batch`): events shown as they come, sends held for one
+        // fsync at the batch's end.
+        batch = TurnPlan.Batch()
         for event in events {
-            if case .received(_, let bytes) = event { received += bytes.count }
+            if case .received(_, let bytes) = event {
+                received += bytes.count
+                batch?.received(bytes.count)
+            }
             handle(event)
-            // A neighbour's chat in the viewed conversation stored: shown now, not after the rest of the turn's events.
-            if core.storedSinceRefresh.viewedPriority { refresh() }
+            if writes.hasPending {
+                // A person's line waiting goes out now, after what the batch holds, not after the rest of the batch.
+                outsideBatch { drainWrites() }
+            } else if batch?.isFull == true {
+                // Bulk input goes on at once; a neighbour's chat in the viewed conversation shows then.
+                outsideBatch { if core.storedSinceRefresh.viewedPriority { refresh() } }
+            }
         }
-        holdingDurability = false
-        // The batch ends durable; a store that cannot sync has closed every link (`syncStore`).
-        _ = syncStore()
+        if var held = batch {
+            batch = nil
+            // The batch ends durable; a store that cannot sync has closed every link (`syncStore`).
+            carryOut(held.release())
+        }
         // A refresh of what is not shown at once waits for the interval (the tick catches it up).
         refresh(after: .received(bytes: received))
+    }
+
+    /// Runs `body` outside the batch in progress, if any: what the batch held goes out first (after its sync), then
+    /// what `body` does is carried out at once; a new batch takes the inputs after it.
+    private func outsideBatch(_ body: () -> Void) {
+        guard var held = batch else { return body() }
+        batch = nil
+        carryOut(held.release())
+        body()
+        batch = TurnPlan.Batch()
     }
 
     /// Refreshes the conversation tables if `RefreshPacing` says so after `turn`.
@@ -757,10 +796,19 @@ public actor Node: Service {
     /// the turn's ingests are made durable (`syncDeferred`: the core commits them unsynced), then its sends and
     /// closes in order. So no byte leaves this node — a credit, a receipt, a relayed record — while a record it
     /// stored could still be taken back by a power cut (DESIGN §6), and every turn ends with its commits on disk — or,
-    /// within a batch of transport events (`holdingDurability`), the batch does.
+    /// within a batch of transport events (`batch`), the events go at once and the rest when the batch is released.
     private func perform(_ actions: [NodeAction]) {
         if let timer, let deadline = core.nextDeadline(), deadline < timer.until { armTimer() }
-        for step in TurnPlan.steps(actions, endsDurable: !holdingDurability) {
+        if let now = batch?.add(actions) {
+            carryOut(now)
+        } else {
+            carryOut(TurnPlan.steps(actions))
+        }
+    }
+
+    /// Carries out a turn's steps in order; after a durability sync the store refused, nothing more.
+    private func carryOut(_ steps: [TurnPlan.Step]) {
+        for step in steps {
             turnObserver?(step)
             switch step {
             case .event(let event):
@@ -802,9 +850,9 @@ public actor Node: Service {
         }
     }
 
-    /// Set while the actor carries out a batch of transport events: a turn that sends nothing leaves its commits to
-    /// the next turn's sync, and the batch ends with one (`handle(_: [TCPTransport.Event])`).
-    private var holdingDurability = false
+    /// Set while the actor carries out a batch of transport events (`handle(_: [TCPTransport.Event])`): each input's
+    /// sends and closes are held for the batch's one sync (`TurnPlan.Batch`).
+    private var batch: TurnPlan.Batch?
 
     /// Called on the actor with each step of every turn as it is carried out (tests that compare the node's turns
     /// with the lab's). Must not block.

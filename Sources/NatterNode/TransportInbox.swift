@@ -80,6 +80,17 @@ final class TransportInbox: Sendable {
         }
     }
 
+    /// Bytes received per connection waiting for a turn (tests that make a batch pile up: `Node.holdTurns`).
+    func bytesWaiting() -> [ConnectionID: Int] {
+        state.withLock { state in
+            var waiting = [ConnectionID: Int]()
+            for case .received(let connection, let bytes) in state.events {
+                waiting[connection, default: 0] += bytes.count
+            }
+            return waiting
+        }
+    }
+
     /// The transport has finished (or the node stops): no more turns are queued, and `untilFinished` returns.
     func finish() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in

@@ -22,24 +22,55 @@ public enum TurnPlan {
     /// the core gave them. So no byte leaves the node — a credit, a receipt, a relayed record — before what the turn
     /// stored is on disk, and every turn ends with its commits durable.
     ///
-    /// A driver that carries out several inputs in a row (the node actor's batch of transport events: what arrived
-    /// while it was busy) passes `endsDurable` false for each of them and makes its commits durable once the batch
-    /// is done: a turn that sends nothing leaves its commits to the next sync, so the batch pays one fsync, not one
-    /// per input (a group's receipts arrive together, decision 0014). A turn that sends still syncs first.
-    public static func steps(_ actions: [NodeAction], endsDurable: Bool = true) -> [Step] {
-        var steps = [Step]()
-        steps.reserveCapacity(actions.count + 1)
-        for case .event(let event) in actions { steps.append(.event(event)) }
-        let sends = actions.contains { if case .event = $0 { false } else { true } }
-        if sends || endsDurable { steps.append(.makeDurable) }
-        for action in actions {
-            switch action {
-            case .send(let link, let bytes): steps.append(.send(link, bytes))
-            case .close(let link): steps.append(.close(link))
-            case .event: break
+    /// A driver that carries out several inputs in a row carries them out as one `Batch`.
+    public static func steps(_ actions: [NodeAction]) -> [Step] {
+        var batch = Batch()
+        return batch.add(actions) + batch.release()
+    }
+
+    /// The turns a driver carries out in a row (the node actor's batch of transport events: what arrived while it
+    /// was busy) as one: each turn's events are shown at once, and its sends and closes are held until the batch is
+    /// released (`release`): one durability sync, then everything held in the core's order. In a 25-member group
+    /// the members' receipts arrive together, several links each bringing one; forwarding each as it was stored
+    /// cost an fsync per input, and a person's line waited behind them all (issue 18: such a batch took 150 ms
+    /// with 25 processes sharing two cores and a disk). What a batch holds is bounded: a driver releases it once
+    /// the turns held received more than `RefreshPacing.bulkTurnBytes` (`isFull`), so bulk input is not held back
+    /// by the next.
+    public struct Batch: Sendable {
+        private var held: [Step] = []
+        /// Bytes received by the turns whose steps are held.
+        private var receivedBytes = 0
+
+        public init() {}
+
+        /// A turn of the batch received `bytes` from the network.
+        public mutating func received(_ bytes: Int) { receivedBytes += bytes }
+
+        /// One turn's actions: the steps to carry out now (its events); its sends and closes wait for `release`.
+        public mutating func add(_ actions: [NodeAction]) -> [Step] {
+            var now = [Step]()
+            for action in actions {
+                switch action {
+                case .event(let event): now.append(.event(event))
+                case .send(let link, let bytes): held.append(.send(link, bytes))
+                case .close(let link): held.append(.close(link))
+                }
             }
+            return now
         }
-        return steps
+
+        /// Whether the turns held received enough to be bulk, not chat: the driver releases before the next turn.
+        public var isFull: Bool { receivedBytes > RefreshPacing.bulkTurnBytes }
+
+        /// One durability sync, then every held send and close in order; the batch is empty afterwards. At the
+        /// batch's end, or inside it (before the node's own writes, or once it `isFull`).
+        public mutating func release() -> [Step] {
+            defer {
+                held = []
+                receivedBytes = 0
+            }
+            return [.makeDurable] + held
+        }
     }
 }
 

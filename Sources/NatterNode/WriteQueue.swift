@@ -63,6 +63,9 @@ final class WriteQueue: Sendable {
         }
     }
 
+    /// Whether intents wait for a drain.
+    var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
+
     /// Everything queued, in order; the next `put` schedules a new drain.
     func takeAll() -> [(intents: [ConversationIntent], ticket: WriteTicket)] {
         state.withLock { state in

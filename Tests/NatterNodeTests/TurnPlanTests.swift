@@ -1,7 +1,8 @@
 // Goal: the driver's turn rules that `Node` and the lab share (`TurnPlan.steps`, `RefreshPacing`): a turn's events come
-// first, then one durability sync, then its sends and closes in the core's order; a chat turn refreshes the tables at
-// once, a bulk turn (over 64 KiB) at most every 250 ms unless a priority delivery stored records, the tick catches up,
-// and the user's own writes always refresh. Method: the pure rules, time passed in.
+// first, then one durability sync, then its sends and closes in the core's order (a batch of turns: every event at
+// once, one sync for all at its release); a chat turn refreshes the tables at once, a bulk turn (over 64 KiB) at most
+// every 250 ms unless a priority delivery stored records, the tick catches up, and the user's own writes always
+// refresh. Method: the pure rules, time passed in.
 import Testing
 
 @testable import NatterNode
@@ -29,14 +30,25 @@ struct TurnPlanTests {
         #expect(letters(TurnPlan.steps([])) == ["d"], "every turn ends with its commits durable")
     }
 
-    @Test("inside a batch a turn that sends nothing leaves its sync to the next; one that sends still syncs first")
+    @Test("a batch shows each turn's events at once and holds its sends and closes for one sync at its release")
     func batchSharesTheSync() {
-        let quiet: [NodeAction] = [.event(.notice("a")), .event(.notice("b"))]
-        #expect(letters(TurnPlan.steps(quiet, endsDurable: false)) == ["e", "e"])
-        #expect(letters(TurnPlan.steps(quiet, endsDurable: true)) == ["e", "e", "d"])
-        let sending: [NodeAction] = [.event(.notice("a")), .send(LinkID(1), [1]), .close(LinkID(2))]
-        #expect(letters(TurnPlan.steps(sending, endsDurable: false)) == ["e", "d", "s1", "c2"])
-        #expect(letters(TurnPlan.steps([.close(LinkID(3))], endsDurable: false)) == ["d", "c3"])
+        var batch = TurnPlan.Batch()
+        #expect(letters(batch.add([.event(.notice("a")), .send(LinkID(1), [1]), .close(LinkID(2))])) == ["e"])
+        #expect(letters(batch.add([.send(LinkID(3), [3]), .event(.notice("b"))])) == ["e"])
+        #expect(letters(batch.add([])) == [])
+        #expect(letters(batch.release()) == ["d", "s1", "c2", "s3"], "one sync, then every held step in order")
+        #expect(letters(batch.release()) == ["d"], "a release empties the batch")
+    }
+
+    @Test("a batch is full once its turns received more than a chat turn's bytes")
+    func batchFillsWithBulk() {
+        var batch = TurnPlan.Batch()
+        batch.received(RefreshPacing.bulkTurnBytes)
+        #expect(!batch.isFull)
+        batch.received(1)
+        #expect(batch.isFull)
+        _ = batch.release()
+        #expect(!batch.isFull, "a release starts counting again")
     }
 
     @Test("a chat turn in the viewed conversation refreshes at once; anything else waits 250 ms, or for its priority")

@@ -46,6 +46,7 @@ class Node:
         self.profiles = set()
         self.group = None          # the group's conversation id, once its creation arrived
         self.arrivals = {}         # message text -> monotonic arrival time
+        self.shown_own = {}        # own message text -> when this node showed it (written)
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
 
@@ -63,6 +64,8 @@ class Node:
             with self.lock:
                 if kind == "message" and event.get("change") == "new" and not event.get("own"):
                     self.arrivals.setdefault(event.get("text"), now)
+                elif kind == "message" and event.get("change") == "new":
+                    self.shown_own.setdefault(event.get("text"), now)
                 elif kind == "profile" and event.get("name"):
                     self.profiles.add(event["name"])
                 elif kind == "member" and event.get("change") == "created":
@@ -187,7 +190,10 @@ def main():
             slow = [(node.index, round((t - at) * 1000)) for node, t in zip(receivers, times)
                     if t is not None and t - at > 0.2]
             if slow:
-                print(f"slow: message {m} from node{m % n} at", slow)
+                written = nodes[m % n].shown_own.get(text)
+                written = "never" if written is None else f"{(written - at) * 1000:.0f} ms"
+                print(f"slow: message {m} from node{m % n} at {at - phase_start:.1f} s (written at its sender after "
+                      f"{written}) at", slow)
         if len(arrived) < len(receivers):
             lost += 1
         else:
