@@ -7,7 +7,6 @@
 // Carol, one from Alice and one from Bob, wait in its inbox; its turn steps are recorded (`observeTurns`).
 import Foundation
 import NatterModel
-import NatterNode
 import NatterStore
 import NatterTestSupport
 import Synchronization
