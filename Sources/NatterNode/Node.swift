@@ -516,8 +516,9 @@ public actor Node: Service {
 
     private func handle(_ events: [TCPTransport.Event]) {
         var received = 0
-        // The inputs of one batch are one turn (`TurnPlan.Batch`): events shown as they come, sends held for one
-        // fsync at the batch's end.
+        // A person's line waiting goes first; after it, the inputs of one batch are one turn (`TurnPlan.Batch`):
+        // events shown as they come, sends held for one fsync at the batch's end.
+        if writes.hasPending { drainWrites() }
         batch = TurnPlan.Batch()
         for event in events {
             if case .received(_, let bytes) = event {
@@ -637,6 +638,8 @@ public actor Node: Service {
     private func timerFired() {
         timer = nil
         guard timerRunning else { return }
+        // A person's line waiting goes before the tick's own writes (receipts on their grid: a commit and an fsync).
+        if writes.hasPending { drainWrites() }
         tick()
         armTimer()
     }

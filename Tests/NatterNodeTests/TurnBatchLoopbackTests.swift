@@ -1,10 +1,11 @@
 // Goal: what arrives while a node is busy is carried out as one turn (`TurnPlan.Batch`): each input's records are
 // stored and shown as it is handled, and what the inputs send on — the records relayed — waits for one durability
 // sync at the batch's end, instead of a sync per input (issue 18: a 25-member group's receipts arrive together, and
-// a sync each held a person's next line back). A person's line submitted meanwhile is written before the rest of the
-// batch. Method: four `Node` actors in this process on loopback TCP, no discovery: Alice, Bob and Carol dial a relay
-// that is not a member of their chats. The relay's thread is held (`Node.holdTurns`) until two direct messages to
-// Carol, one from Alice and one from Bob, wait in its inbox; its turn steps are recorded (`observeTurns`).
+// a sync each held a person's next line back). A person's line waiting is written before the batch, and one typed
+// during it after the input in hand. Method: four `Node` actors in this process on loopback TCP, no discovery:
+// Alice, Bob and Carol dial a relay that is not a member of their chats. The relay's thread is held
+// (`Node.holdTurns`) until two direct messages to Carol, one from Alice and one from Bob, wait in its inbox; its turn
+// steps are recorded (`observeTurns`), and the line typed mid-batch is submitted from its first applied event.
 import Foundation
 import NatterModel
 import NatterStore
@@ -77,27 +78,42 @@ struct TurnBatchLoopbackTests {
     /// event.
     final class Recorded: Sendable {
         let steps = Mutex<[(letter: Character, applied: [RecordID])]>([])
+        /// Run once, on the relay's thread, at the first applied event after `arm` (a line typed mid-batch).
+        private let onApplied = Mutex<(@Sendable () -> Void)?>(nil)
 
         func note(_ step: TurnPlan.Step) {
             var applied = [RecordID]()
-            if case .event(.applied(let refs)) = step { applied = refs.map(\.id) }
+            if case .event(.applied(let refs)) = step {
+                applied = refs.map(\.id)
+                onApplied.withLock { action in
+                    defer { action = nil }
+                    return action
+                }?()
+            }
             steps.withLock { $0.append((TurnBatchLoopbackTests.letter(step), applied)) }
         }
 
-        func clear() { steps.withLock { $0 = [] } }
+        /// Forgets the steps so far; `action` runs at the next applied event.
+        func clear(arming action: (@Sendable () -> Void)? = nil) {
+            steps.withLock { $0 = [] }
+            onApplied.withLock { $0 = action }
+        }
     }
 
     /// Alice and Bob each send Carol a direct message while the relay is held; `meanwhile` runs once both wait in the
-    /// relay's inbox, before it is released. Returns the two messages' ids once Carol holds them.
+    /// relay's inbox, before it is released, and `midBatch` on the relay's thread at its first applied event after.
+    /// Returns the two messages' ids once Carol holds them.
     static func pileUp(
-        _ nodes: [RecordedNode], recorded: Recorded, meanwhile: @Sendable () async throws -> Void = {}
+        _ nodes: [RecordedNode], recorded: Recorded, meanwhile: @Sendable () async throws -> Void = {},
+        midBatch: (@Sendable () -> Void)? = nil
     ) async throws -> [RecordID] {
         let (relay, alice, bob, carol) = (nodes[0], nodes[1], nodes[2], nodes[3])
         let carolID = await carol.author
         await relay.node.observeTurns { recorded.note($0) }
         let release = Flag()
         let hold = try await hold(relay.node, until: release)
-        recorded.clear()  // the relay's thread is held: every step recorded from here on comes after the hold
+        // The relay's thread is held: every step recorded from here on comes after the hold.
+        recorded.clear(arming: midBatch)
         let records = [
             try await alice.node.author(.sendDirect("from Alice", to: carolID)).record,
             try await bob.node.author(.sendDirect("from Bob", to: carolID)).record,
@@ -140,21 +156,26 @@ struct TurnBatchLoopbackTests {
         #expect(steps[last...].contains { $0.letter == "d" }, "the batch ends with its sync: \(letters)")
     }
 
-    @Test("a line submitted while a batch waits is written after the batch's first input, not after all of it")
-    func lineGoesBeforeTheRest() async throws {
-        let root = Self.temporaryRoot()
+    /// The relay's own direct line to Carol, submitted by `submit` (given the line's intent) during `pileUp`, and the
+    /// order in which the relay carried out it and the two inputs: the indexes of their events in its stream.
+    static func lineAndInputs(
+        submit: (_ write: @escaping @Sendable () -> Void) -> (
+            meanwhile: @Sendable () async throws -> Void, midBatch: (@Sendable () -> Void)?
+        )
+    ) async throws -> [Int] {
+        let root = temporaryRoot()
         // `try?`: a temporary directory left behind harms no test.
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let nodes = try await Self.relayAndThree(root: root)
+        let nodes = try await relayAndThree(root: root)
         defer { Task { for node in nodes { await node.stop() } } }
-        let recorded = Recorded()
         let relay = nodes[0]
         let relayNode = relay.node
         let carolID = await nodes[3].author
         let ticket = Mutex<WriteTicket?>(nil)
-        let sent = try await Self.pileUp(nodes, recorded: recorded) {
+        let hooks = submit {
             ticket.withLock { $0 = relayNode.submit([.sendDirect("from the relay", to: carolID)]) }
         }
+        let sent = try await pileUp(nodes, recorded: Recorded(), meanwhile: hooks.meanwhile, midBatch: hooks.midBatch)
         let submitted = try #require(ticket.withLock { $0 })
         let own = try await submitted.results()[0].get().record.id
         // The relay's own events, in the order it carried them out: the two inputs' applied records, and the line it
@@ -173,8 +194,23 @@ struct TurnBatchLoopbackTests {
         }
         // The events reach the recorder through the node's stream, a little after the node carried them out.
         #expect(try await eventually(seconds: 20) { !order().contains(-1) })
-        let order = order()
+        return order()
+    }
+
+    @Test("a line waiting when a batch is taken up is written before the batch")
+    func lineWaitingGoesFirst() async throws {
+        let order = try await Self.lineAndInputs { write in ({ write() }, nil) }
         #expect(!order.contains(-1), "every record applied at the relay: \(order)")
-        #expect(order[0] < max(order[1], order[2]), "the relay's line waited for the whole batch: \(order)")
+        #expect(order[0] < min(order[1], order[2]), "the relay's line waited for the batch: \(order)")
+    }
+
+    @Test("a line typed while a batch is carried out is written after the input in hand, not after the batch")
+    func lineMidBatchGoesNext() async throws {
+        let order = try await Self.lineAndInputs { write in ({}, write) }
+        #expect(!order.contains(-1), "every record applied at the relay: \(order)")
+        let inputs = order.dropFirst()
+        #expect(
+            inputs.min()! < order[0] && order[0] < inputs.max()!,
+            "the relay's line between the batch's two inputs: \(order)")
     }
 }
