@@ -114,10 +114,13 @@ struct TurnBatchLoopbackTests {
         let hold = try await hold(relay.node, until: release)
         // The relay's thread is held: every step recorded from here on comes after the hold.
         recorded.clear(arming: midBatch)
-        let records = [
-            try await alice.node.author(.sendDirect("from Alice", to: carolID)).record,
-            try await bob.node.author(.sendDirect("from Bob", to: carolID)).record,
+        // Both written at once: a relay held longer than a link's silence timeout (6 s) would be taken for dead.
+        let tickets = [
+            alice.node.submit([.sendDirect("from Alice", to: carolID)]),
+            bob.node.submit([.sendDirect("from Bob", to: carolID)]),
         ]
+        var records = [Record]()
+        for ticket in tickets { records.append(try await ticket.results()[0].get().record) }
         let sent = records.map(\.id)
         // Both wait whole in the relay's inbox, each on its own link (a heartbeat is far smaller than a message).
         let relayNode = relay.node
