@@ -2,7 +2,7 @@ import NatterNetwork
 import Synchronization
 
 /// The transport's events waiting for the node actor. While the actor is busy (ingesting a batch, say), events pile
-/// up here and the next turn takes them all at once, with a connection's consecutive bytes joined into one input:
+/// up here and the next turn takes them all at once, with each connection's bytes joined into one input (`join`):
 /// a node that fell behind catches up in fewer, larger store transactions (group commit), and a quiet link's single
 /// message still goes through on its own at once.
 ///
@@ -113,30 +113,37 @@ final class TransportInbox: Sendable {
         }
     }
 
-    /// Joins runs of `.received` on the same connection (the byte stream is the same, in fewer pieces).
+    /// Joins each connection's `.received` into as few inputs as it can: bytes join the connection's earlier input
+    /// of the batch unless one of its other events (open, close, writability, drop) lies between, whatever other
+    /// connections brought in between (the byte stream of each connection is the same, in fewer pieces; connections
+    /// keep no order between them). A group's receipts reach a member as a frame or two on each of several links,
+    /// interleaved: joined, each link's are one ingest instead of one each (issue 18).
     static func join(_ events: [TCPTransport.Event]) -> [TCPTransport.Event] {
         var out = [TCPTransport.Event]()
         out.reserveCapacity(events.count)
-        var pending: (connection: ConnectionID, bytes: [UInt8])?
+        /// Where each connection's input still open to more bytes sits in `out`.
+        var joining = [ConnectionID: Int]()
         for event in events {
-            if case .received(let connection, let bytes) = event {
-                if var joining = pending, joining.connection == connection,
-                    joining.bytes.count + bytes.count <= joinedBytesMax
+            switch event {
+            case .received(let connection, let bytes):
+                if let index = joining[connection], case .received(_, var joined) = out[index],
+                    joined.count + bytes.count <= joinedBytesMax
                 {
-                    pending = nil  // `joining` is now the only reference: the append below does not copy
-                    joining.bytes += bytes
-                    pending = joining
-                    continue
+                    out[index] = .received(connection, [])  // `joined` is then the only reference: no copy
+                    joined += bytes
+                    out[index] = .received(connection, joined)
+                } else {
+                    joining[connection] = out.count
+                    out.append(event)
                 }
-                if let pending { out.append(.received(pending.connection, pending.bytes)) }
-                pending = (connection, bytes)
-                continue
+            case .opened(let connection, _, _), .closed(let connection), .writability(let connection, _),
+                .dropped(let connection, _):
+                joining[connection] = nil
+                out.append(event)
+            case .dialFailed:
+                out.append(event)
             }
-            if let joined = pending { out.append(.received(joined.connection, joined.bytes)) }
-            pending = nil
-            out.append(event)
         }
-        if let pending { out.append(.received(pending.connection, pending.bytes)) }
         return out
     }
 }
