@@ -28,8 +28,9 @@ struct TransportInboxTests {
     @Test("a connection's bytes join across other connections' events, in their order, at its first place")
     func joinsAcrossOthers() {
         let events: [TCPTransport.Event] = [
-            .received(Self.a, [1]), .received(Self.b, [10]), .received(Self.a, [2]), .opened(ConnectionID(raw: 3),
-            initiator: true, remote: "h:1"), .received(Self.b, [11]), .received(Self.a, [3]),
+            .received(Self.a, [1]), .received(Self.b, [10]), .received(Self.a, [2]),
+            .opened(ConnectionID(raw: 3), initiator: true, remote: "h:1"), .received(Self.b, [11]),
+            .received(Self.a, [3]),
         ]
         #expect(Self.joined(events) == ["r1:1,2,3", "r2:10,11", "o3"])
     }
