@@ -176,8 +176,8 @@ let package = Package(
         .testTarget(
             name: "NatterNodeTests",
             dependencies: [
-                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "natter", "NatterREPL",
-                "NatterProbe", "NatterTestSupport",
+                "NatterNode", "NatterStore", "NatterSync", "NatterModel", "NatterCrypto", "NatterNetwork", "natter",
+                "NatterREPL", "NatterProbe", "NatterTestSupport",
             ],
             swiftSettings: strictSettings
         ),
