@@ -245,7 +245,7 @@ public actor Node: Service {
     }
 
     /// Bytes received per link waiting for the node's next turn (tests, with `holdTurns`).
-    nonisolated func bytesWaiting() -> [Int] { inbox.bytesWaiting().sorted { $0.key.raw < $1.key.raw }.map(\.value) }
+    nonisolated func bytesWaiting() -> [Int] { Array(inbox.bytesWaiting().values) }
 
     /// Whether received records wait for their fsync, the writer's `synchronous` pragma (2: FULL) and how many syncs
     /// made deferred commits durable so far: what the durability tests check (DESIGN §6).
@@ -516,9 +516,9 @@ public actor Node: Service {
 
     private func handle(_ events: [TCPTransport.Event]) {
         var received = 0
-        // A person's line waiting goes first; after it, the inputs of one batch are one turn (`TurnPlan.Batch`):
-        // events shown as they come, sends held for one fsync at the batch's end.
-        if writes.hasPending { drainWrites() }
+        // A person's line waiting goes first (nothing when none waits); after it, the inputs of one batch are one turn
+        // (`TurnPlan.Batch`): events shown as they come, sends held for one fsync at the batch's end.
+        drainWrites()
         batch = TurnPlan.Batch()
         for event in events {
             if case .received(_, let bytes) = event {
@@ -534,11 +534,8 @@ public actor Node: Service {
                 outsideBatch { if core.storedSinceRefresh.viewedPriority { refresh() } }
             }
         }
-        if var held = batch {
-            batch = nil
-            // The batch ends durable; a store that cannot sync has closed every link (`syncStore`).
-            carryOut(held.release())
-        }
+        // The batch ends durable; a store that cannot sync has closed every link (`syncStore`).
+        endBatch()
         // A refresh of what is not shown at once waits for the interval (the tick catches it up).
         refresh(after: .received(bytes: received))
     }
@@ -546,11 +543,17 @@ public actor Node: Service {
     /// Runs `body` outside the batch in progress, if any: what the batch held goes out first (after its sync), then
     /// what `body` does is carried out at once; a new batch takes the inputs after it.
     private func outsideBatch(_ body: () -> Void) {
-        guard var held = batch else { return body() }
-        batch = nil
-        carryOut(held.release())
+        guard batch != nil else { return body() }
+        endBatch()
         body()
         batch = TurnPlan.Batch()
+    }
+
+    /// Releases the batch in progress, if any (its sync, then what it held), and ends it.
+    private func endBatch() {
+        guard var held = batch else { return }
+        batch = nil
+        carryOut(held.release())
     }
 
     /// Refreshes the conversation tables if `RefreshPacing` says so after `turn`.
@@ -638,8 +641,9 @@ public actor Node: Service {
     private func timerFired() {
         timer = nil
         guard timerRunning else { return }
-        // A person's line waiting goes before the tick's own writes (receipts on their grid: a commit and an fsync).
-        if writes.hasPending { drainWrites() }
+        // A person's line waiting goes before the tick's own writes (receipts on their grid: a commit and an fsync);
+        // nothing when none waits.
+        drainWrites()
         tick()
         armTimer()
     }
@@ -802,8 +806,8 @@ public actor Node: Service {
     /// within a batch of transport events (`batch`), the events go at once and the rest when the batch is released.
     private func perform(_ actions: [NodeAction]) {
         if let timer, let deadline = core.nextDeadline(), deadline < timer.until { armTimer() }
-        if let now = batch?.add(actions) {
-            carryOut(now)
+        if let steps = batch?.add(actions) {
+            carryOut(steps)
         } else {
             carryOut(TurnPlan.steps(actions))
         }
